@@ -1,0 +1,33 @@
+// Scalar number formats used by checkpoints: bfloat16 and float8 e4m3fn.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace mlaserve {
+
+using bf16 = uint16_t;  // raw bfloat16 bits
+
+inline float bf16_to_f32(bf16 v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Round to nearest even, NaN kept quiet (what PyTorch and oneDNN do).
+inline bf16 f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<bf16>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<bf16>(bits >> 16);
+}
+
+// float8 e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, 0x7f/0xff are NaN.
+float fp8_e4m3_to_f32(uint8_t v);
+
+// Nearest e4m3fn value (round to nearest even, saturating at +-448). Used by make-model.
+uint8_t f32_to_fp8_e4m3(float f);
+
+}  // namespace mlaserve

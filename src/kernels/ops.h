@@ -1,0 +1,112 @@
+// The compute interface the model calls. Every op has a plain scalar twin in reference.h
+// (namespace kernels::ref) with the same signature; ops_test.cpp compares the two on random data.
+// A GPU backend would implement this header again. Activations are always float32, row-major.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/numeric.h"
+
+namespace mlaserve::kernels {
+
+enum class WeightType { F32, BF16 };
+
+// A linear layer's weight W[rows, cols] (rows = outputs N, cols = inputs K), row-major as in
+// HF checkpoints. Fill data via f32()/b16(), then call prepare() once: the backend may then
+// keep a private copy in its preferred layout (e.g. oneDNN blocked) in `packed`.
+class Weight {
+ public:
+  Weight() = default;
+  Weight(WeightType type, int64_t rows, int64_t cols);
+
+  WeightType type() const { return type_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  bool empty() const { return rows_ == 0; }
+  size_t bytes() const;
+
+  float* f32() { return f32_.data(); }
+  const float* f32() const { return f32_.data(); }
+  bf16* b16() { return b16_.data(); }
+  const bf16* b16() const { return b16_.data(); }
+
+  // Value of W[r, c] as float, whatever the storage (tests and slow paths).
+  float at(int64_t r, int64_t c) const;
+
+  std::shared_ptr<void> packed;  // backend-private; null until prepare()
+
+ private:
+  WeightType type_ = WeightType::F32;
+  int64_t rows_ = 0, cols_ = 0;
+  std::vector<float> f32_;
+  std::vector<bf16> b16_;
+};
+
+// Called once after a weight is filled (model load). May pack it for the fast path.
+void prepare(Weight& w);
+
+// y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Accumulates in float32; with BF16 weights the fast
+// path may round x to bfloat16 (what vdpbf16ps / oneDNN bf16 do).
+void matmul(const float* x, int64_t m, const Weight& w, float* y);
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * gamma, for r < rows. y may alias x.
+void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y);
+
+// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; gate_up is [rows, 2*inter]
+// (gate and up fused in one GEMM output), out is [rows, inter].
+void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);
+
+// In-place softmax over x[0, n).
+void softmax(float* x, int64_t n);
+
+// DeepSeek RoPE on interleaved pairs: for each of n_vectors vectors (stride floats apart),
+// (x[2i], x[2i+1]) is rotated by angle theta_i, given as cos_theta[i], sin_theta[i], i < dim/2.
+void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
+                      const float* cos_theta, const float* sin_theta);
+
+// ---- MoE routing (one token at a time) -------------------------------------------------
+enum class RouterScoring { Softmax, Sigmoid };
+enum class RouterTopk { Greedy, GroupLimitedGreedy, NoauxTc };
+
+struct RouterSpec {
+  RouterScoring scoring = RouterScoring::Softmax;
+  RouterTopk method = RouterTopk::Greedy;
+  int n_experts = 0;
+  int top_k = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  bool norm_topk_prob = false;
+  float routed_scaling_factor = 1.0f;
+  const float* correction_bias = nullptr;  // [n_experts], noaux_tc only
+};
+
+// logits: router logits x·Wgᵀ [n_experts]. Writes top_k expert ids and their combine weights
+// (routed_scaling_factor already applied, so the MoE output is Σ w·expert + shared).
+void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights);
+
+// ---- MLA attention ---------------------------------------------------------------------
+// Absorbed path (decode and extend over a cached prefix): one KV head of dim d_latent+d_rope.
+// q: [n_q, n_heads, d_latent + d_rope] (q_nope already multiplied by W_UK, q_pe roped).
+// kv_pool rows are [d_latent + d_rope] (normalised c_kv | roped k_pe); kv_slots[0, n_kv) are
+// this sequence's tokens in order. Query i sits at position n_kv - n_q + i and sees kv tokens
+// [0, n_kv - n_q + i] (causal). out: [n_q, n_heads, d_latent] = softmax(q·kᵀ·scale)·c_kv.
+struct AbsorbedAttention {
+  int64_t n_q, n_heads, d_latent, d_rope, n_kv;
+  float scale;
+};
+void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, const float* kv_pool,
+                            const int32_t* kv_slots, float* out);
+
+// Normal path (pure prefill, no cached prefix): per-head causal MHA over the new tokens.
+// q, k: [n_tokens, n_heads, d_qk]; v: [n_tokens, n_heads, d_v]; out: [n_tokens, n_heads, d_v].
+struct PrefillAttention {
+  int64_t n_tokens, n_heads, d_qk, d_v;
+  float scale;
+};
+void mla_attention_prefill(const PrefillAttention& shape, const float* q, const float* k,
+                           const float* v, float* out);
+
+}  // namespace mlaserve::kernels

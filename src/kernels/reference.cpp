@@ -1,0 +1,178 @@
+#include "kernels/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace mlaserve::kernels::ref {
+
+void matmul(const float* x, int64_t m, const Weight& w, float* y) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t n = 0; n < w.rows(); ++n) {
+      float sum = 0.0f;
+      for (int64_t k = 0; k < w.cols(); ++k) sum += x[i * w.cols() + k] * w.at(n, k);
+      y[i * w.rows() + n] = sum;
+    }
+  }
+}
+
+void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * dim;
+    float sum_sq = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) sum_sq += row[i] * row[i];
+    const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] = row[i] * inv_rms * gamma[i];
+  }
+}
+
+void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = gate_up + r * 2 * inter;
+    const float* up = gate + inter;
+    for (int64_t i = 0; i < inter; ++i) {
+      out[r * inter + i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  const float max = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - max));
+  for (int64_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
+void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
+                      const float* cos_theta, const float* sin_theta) {
+  for (int64_t v = 0; v < n_vectors; ++v) {
+    float* vec = x + v * stride;
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const float a = vec[2 * i], b = vec[2 * i + 1];
+      vec[2 * i] = a * cos_theta[i] - b * sin_theta[i];
+      vec[2 * i + 1] = a * sin_theta[i] + b * cos_theta[i];
+    }
+  }
+}
+
+namespace {
+
+// Indices of the k largest values (ties: lower index first), in descending order of value.
+std::vector<int32_t> top_k_indices(const std::vector<float>& values, int k) {
+  std::vector<int32_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return values[a] > values[b]; });
+  order.resize(static_cast<size_t>(k));
+  return order;
+}
+
+// Keeps the topk_group best groups of `choice` (group score from group_score()) and sets the
+// experts of every other group to -inf.
+template <typename GroupScore>
+void mask_to_best_groups(std::vector<float>& choice, const RouterSpec& spec, GroupScore score) {
+  const int per_group = spec.n_experts / spec.n_group;
+  std::vector<float> group_scores(static_cast<size_t>(spec.n_group));
+  for (int g = 0; g < spec.n_group; ++g) {
+    std::vector<float> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+    group_scores[static_cast<size_t>(g)] = score(members);
+  }
+  std::vector<bool> keep(static_cast<size_t>(spec.n_group), false);
+  for (int32_t g : top_k_indices(group_scores, spec.topk_group)) keep[static_cast<size_t>(g)] = true;
+  for (int e = 0; e < spec.n_experts; ++e) {
+    if (!keep[static_cast<size_t>(e / per_group)]) {
+      choice[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+}  // namespace
+
+void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights) {
+  std::vector<float> scores(logits, logits + spec.n_experts);
+  if (spec.scoring == RouterScoring::Softmax) {
+    softmax(scores.data(), spec.n_experts);
+  } else {
+    for (float& s : scores) s = 1.0f / (1.0f + std::exp(-s));
+  }
+
+  std::vector<float> choice = scores;
+  if (spec.method == RouterTopk::NoauxTc) {
+    for (int e = 0; e < spec.n_experts; ++e) choice[static_cast<size_t>(e)] += spec.correction_bias[e];
+    mask_to_best_groups(choice, spec, [](std::vector<float> m) {  // sum of the top 2
+      std::partial_sort(m.begin(), m.begin() + 2, m.end(), std::greater<float>());
+      return m[0] + m[1];
+    });
+  } else if (spec.method == RouterTopk::GroupLimitedGreedy) {
+    mask_to_best_groups(choice, spec, [](const std::vector<float>& m) {
+      return *std::max_element(m.begin(), m.end());
+    });
+  }
+
+  const std::vector<int32_t> chosen = top_k_indices(choice, spec.top_k);
+  float sum = 0.0f;
+  for (int i = 0; i < spec.top_k; ++i) {
+    expert_ids[i] = chosen[static_cast<size_t>(i)];
+    weights[i] = scores[static_cast<size_t>(chosen[static_cast<size_t>(i)])];  // unbiased score
+    sum += weights[i];
+  }
+  // V3 (noaux_tc): normalise if asked, then always scale. V2: normalise or scale, not both.
+  const bool normalise = spec.norm_topk_prob && (spec.method == RouterTopk::NoauxTc || spec.top_k > 1);
+  const bool scale = spec.method == RouterTopk::NoauxTc || !normalise;
+  for (int i = 0; i < spec.top_k; ++i) {
+    if (normalise) weights[i] /= sum + 1e-20f;
+    if (scale) weights[i] *= spec.routed_scaling_factor;
+  }
+}
+
+void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const float* kv_pool,
+                            const int32_t* kv_slots, float* out) {
+  const int64_t d_qk = s.d_latent + s.d_rope;
+  std::vector<float> p(static_cast<size_t>(s.n_kv));
+  for (int64_t i = 0; i < s.n_q; ++i) {
+    const int64_t visible = s.n_kv - s.n_q + i + 1;
+    for (int64_t h = 0; h < s.n_heads; ++h) {
+      const float* qh = q + (i * s.n_heads + h) * d_qk;
+      for (int64_t j = 0; j < visible; ++j) {
+        const float* k = kv_pool + static_cast<int64_t>(kv_slots[j]) * d_qk;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < d_qk; ++d) dot += qh[d] * k[d];
+        p[static_cast<size_t>(j)] = dot * s.scale;
+      }
+      softmax(p.data(), visible);
+      float* o = out + (i * s.n_heads + h) * s.d_latent;
+      std::fill(o, o + s.d_latent, 0.0f);
+      for (int64_t j = 0; j < visible; ++j) {
+        const float* c_kv = kv_pool + static_cast<int64_t>(kv_slots[j]) * d_qk;
+        for (int64_t d = 0; d < s.d_latent; ++d) o[d] += p[static_cast<size_t>(j)] * c_kv[d];
+      }
+    }
+  }
+}
+
+void mla_attention_prefill(const PrefillAttention& s, const float* q, const float* k,
+                           const float* v, float* out) {
+  std::vector<float> p(static_cast<size_t>(s.n_tokens));
+  for (int64_t i = 0; i < s.n_tokens; ++i) {
+    for (int64_t h = 0; h < s.n_heads; ++h) {
+      const float* qh = q + (i * s.n_heads + h) * s.d_qk;
+      for (int64_t j = 0; j <= i; ++j) {
+        const float* kh = k + (j * s.n_heads + h) * s.d_qk;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < s.d_qk; ++d) dot += qh[d] * kh[d];
+        p[static_cast<size_t>(j)] = dot * s.scale;
+      }
+      softmax(p.data(), i + 1);
+      float* o = out + (i * s.n_heads + h) * s.d_v;
+      std::fill(o, o + s.d_v, 0.0f);
+      for (int64_t j = 0; j <= i; ++j) {
+        const float* vh = v + (j * s.n_heads + h) * s.d_v;
+        for (int64_t d = 0; d < s.d_v; ++d) o[d] += p[static_cast<size_t>(j)] * vh[d];
+      }
+    }
+  }
+}
+
+}  // namespace mlaserve::kernels::ref

@@ -1,0 +1,21 @@
+// Plain scalar implementations of every op in ops.h: the definition of what each op computes,
+// kept obvious on purpose. ops_test.cpp holds the fast path to these.
+#pragma once
+
+#include "kernels/ops.h"
+
+namespace mlaserve::kernels::ref {
+
+void matmul(const float* x, int64_t m, const Weight& w, float* y);
+void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y);
+void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);
+void softmax(float* x, int64_t n);
+void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
+                      const float* cos_theta, const float* sin_theta);
+void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights);
+void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, const float* kv_pool,
+                            const int32_t* kv_slots, float* out);
+void mla_attention_prefill(const PrefillAttention& shape, const float* q, const float* k,
+                           const float* v, float* out);
+
+}  // namespace mlaserve::kernels::ref

@@ -1,0 +1,212 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace mlaserve::model {
+
+using nlohmann::json;
+
+namespace {
+
+// Reads one key with a clear error naming the file and key for a missing or mistyped value.
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, std::string origin) : j_(j), origin_(std::move(origin)) {}
+
+  template <typename T>
+  T required(const char* key) const {
+    if (!j_.contains(key) || j_[key].is_null()) fail("{}: missing required key '{}'", origin_, key);
+    return convert<T>(key);
+  }
+
+  template <typename T>
+  T optional(const char* key, T fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    return convert<T>(key);
+  }
+
+  bool present(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  const json& raw(const char* key) const { return j_[key]; }
+  const std::string& origin() const { return origin_; }
+
+  int64_t positive(const char* key) const {
+    auto v = required<int64_t>(key);
+    if (v <= 0) fail("{}: '{}' must be positive, got {}", origin_, key, v);
+    return v;
+  }
+
+ private:
+  template <typename T>
+  T convert(const char* key) const {
+    const json& v = j_[key];
+    bool ok = false;
+    if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
+    else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer();
+    else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
+    else ok = v.is_string();
+    if (!ok) fail("{}: key '{}' has the wrong type ({})", origin_, key, v.dump());
+    return v.get<T>();
+  }
+
+  const json& j_;
+  std::string origin_;
+};
+
+void read_yarn(const ConfigReader& c, ModelConfig& cfg) {
+  if (!c.present("rope_scaling")) return;
+  const json& rs = c.raw("rope_scaling");
+  ConfigReader r(rs, c.origin() + " rope_scaling");
+  const std::string type = rs.contains("type") ? r.required<std::string>("type")
+                                               : r.required<std::string>("rope_type");
+  if (type != "yarn" && type != "deepseek_yarn") {
+    fail("{}: rope_scaling type '{}' is not supported (only yarn)", c.origin(), type);
+  }
+  YarnScaling y;
+  y.factor = r.required<double>("factor");
+  y.original_max_position_embeddings = r.required<int64_t>("original_max_position_embeddings");
+  y.beta_fast = r.optional<double>("beta_fast", 32.0);
+  y.beta_slow = r.optional<double>("beta_slow", 1.0);
+  y.mscale = r.optional<double>("mscale", 1.0);
+  y.mscale_all_dim = r.optional<double>("mscale_all_dim", 0.0);
+  cfg.yarn = y;
+}
+
+void read_router(const ConfigReader& c, ModelConfig& cfg) {
+  auto& r = cfg.router;
+  r.n_experts = static_cast<int>(cfg.n_routed_experts);
+  r.top_k = static_cast<int>(c.positive("num_experts_per_tok"));
+  r.n_group = static_cast<int>(c.optional<int64_t>("n_group", 1));
+  r.topk_group = static_cast<int>(c.optional<int64_t>("topk_group", 1));
+  r.norm_topk_prob = c.optional<bool>("norm_topk_prob", false);
+  r.routed_scaling_factor = static_cast<float>(c.optional<double>("routed_scaling_factor", 1.0));
+
+  const auto scoring = c.optional<std::string>("scoring_func", "softmax");
+  if (scoring == "softmax") r.scoring = kernels::RouterScoring::Softmax;
+  else if (scoring == "sigmoid") r.scoring = kernels::RouterScoring::Sigmoid;
+  else fail("{}: scoring_func '{}' is not supported (softmax, sigmoid)", c.origin(), scoring);
+
+  const auto method = c.optional<std::string>("topk_method", "greedy");
+  if (method == "greedy") r.method = kernels::RouterTopk::Greedy;
+  else if (method == "group_limited_greedy") r.method = kernels::RouterTopk::GroupLimitedGreedy;
+  else if (method == "noaux_tc") r.method = kernels::RouterTopk::NoauxTc;
+  else fail("{}: topk_method '{}' is not supported (greedy, group_limited_greedy, noaux_tc)", c.origin(), method);
+
+  if (r.n_group <= 0 || r.n_experts % r.n_group != 0) {
+    fail("{}: n_routed_experts {} is not divisible by n_group {}", c.origin(), r.n_experts, r.n_group);
+  }
+  if (r.topk_group <= 0 || r.topk_group > r.n_group) {
+    fail("{}: topk_group {} must be in [1, n_group={}]", c.origin(), r.topk_group, r.n_group);
+  }
+  if (r.top_k > r.n_experts) {
+    fail("{}: num_experts_per_tok {} exceeds n_routed_experts {}", c.origin(), r.top_k, r.n_experts);
+  }
+  if (r.method == kernels::RouterTopk::NoauxTc && r.n_experts / r.n_group < 2) {
+    fail("{}: noaux_tc needs at least 2 experts per group (n_routed_experts / n_group)", c.origin());
+  }
+}
+
+void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
+  if (!c.present("quantization_config")) return;
+  const json& q = c.raw("quantization_config");
+  ConfigReader r(q, c.origin() + " quantization_config");
+  const auto method = r.required<std::string>("quant_method");
+  if (method != "fp8") fail("{}: quantization_config.quant_method '{}' is not supported (fp8)", c.origin(), method);
+  const auto fmt = r.optional<std::string>("fmt", "e4m3");
+  if (fmt != "e4m3") fail("{}: quantization_config.fmt '{}' is not supported (e4m3)", c.origin(), fmt);
+  if (q.contains("weight_block_size") && q["weight_block_size"] != json::array({128, 128})) {
+    fail("{}: quantization_config.weight_block_size {} is not supported ([128, 128])", c.origin(),
+         q["weight_block_size"].dump());
+  }
+  cfg.fp8_block_quantized = true;
+}
+
+void check_supported(const ConfigReader& c) {
+  const auto act = c.optional<std::string>("hidden_act", "silu");
+  if (act != "silu") fail("{}: hidden_act '{}' is not supported (silu)", c.origin(), act);
+  if (c.optional<bool>("attention_bias", false)) fail("{}: attention_bias true is not supported", c.origin());
+  if (!c.optional<bool>("rope_interleave", true)) {
+    fail("{}: rope_interleave false is not supported (DeepSeek rotates interleaved pairs)", c.origin());
+  }
+}
+
+}  // namespace
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
+}
+
+double yarn_mscale(double factor, double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+
+double ModelConfig::softmax_scale() const {
+  double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
+  if (yarn && yarn->mscale_all_dim != 0.0) {
+    const double m = yarn_mscale(yarn->factor, yarn->mscale_all_dim);
+    scale *= m * m;
+  }
+  return scale;
+}
+
+ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
+  if (!j.is_object()) fail("{}: expected a JSON object", origin);
+  ConfigReader c(j, origin);
+  ModelConfig cfg;
+  cfg.model_type = c.required<std::string>("model_type");
+  if (cfg.model_type != "deepseek_v2" && cfg.model_type != "deepseek_v3") {
+    fail("{}: model_type '{}' is not supported (deepseek_v2, deepseek_v3)", origin, cfg.model_type);
+  }
+  check_supported(c);
+  cfg.vocab_size = c.positive("vocab_size");
+  cfg.hidden_size = c.positive("hidden_size");
+  cfg.num_hidden_layers = c.positive("num_hidden_layers");
+  cfg.num_attention_heads = c.positive("num_attention_heads");
+  cfg.max_position_embeddings = c.positive("max_position_embeddings");
+  cfg.rms_norm_eps = c.optional<double>("rms_norm_eps", 1e-6);
+
+  cfg.q_lora_rank = c.optional<int64_t>("q_lora_rank", 0);
+  cfg.kv_lora_rank = c.positive("kv_lora_rank");
+  cfg.qk_nope_head_dim = c.positive("qk_nope_head_dim");
+  cfg.qk_rope_head_dim = c.positive("qk_rope_head_dim");
+  cfg.v_head_dim = c.positive("v_head_dim");
+  if (cfg.qk_rope_head_dim % 2 != 0) fail("{}: qk_rope_head_dim {} must be even", origin, cfg.qk_rope_head_dim);
+  cfg.rope_theta = c.optional<double>("rope_theta", 10000.0);
+  read_yarn(c, cfg);
+
+  cfg.intermediate_size = c.positive("intermediate_size");
+  cfg.n_routed_experts = c.optional<int64_t>("n_routed_experts", 0);
+  if (cfg.n_routed_experts > 0) {
+    cfg.moe_intermediate_size = c.positive("moe_intermediate_size");
+    cfg.n_shared_experts = c.optional<int64_t>("n_shared_experts", 0);
+    cfg.first_k_dense_replace = c.optional<int64_t>("first_k_dense_replace", 0);
+    cfg.moe_layer_freq = c.optional<int64_t>("moe_layer_freq", 1);
+    if (cfg.moe_layer_freq <= 0) fail("{}: moe_layer_freq must be positive", origin);
+    read_router(c, cfg);
+  }
+  cfg.tie_word_embeddings = c.optional<bool>("tie_word_embeddings", false);
+  read_quantization(c, cfg);
+
+  cfg.bos_token_id = c.optional<int64_t>("bos_token_id", 0);
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
+    for (const auto& v : j["eos_token_id"]) cfg.eos_token_ids.push_back(v.get<int64_t>());
+  } else {
+    cfg.eos_token_ids.push_back(c.optional<int64_t>("eos_token_id", 1));
+  }
+  return cfg;
+}
+
+ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
+  const auto path = model_dir / "config.json";
+  std::ifstream in(path);
+  if (!in) fail("cannot open {}", path.string());
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid JSON: {}", path.string(), e.what());
+  }
+  return from_json(j, path.string());
+}
+
+}  // namespace mlaserve::model

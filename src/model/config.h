@@ -1,0 +1,71 @@
+// The model hyper-parameters read from an HF config.json (deepseek_v2 / deepseek_v3).
+// Anything we do not implement is rejected by name rather than silently ignored.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace mlaserve::model {
+
+struct YarnScaling {
+  double factor = 1.0;
+  int64_t original_max_position_embeddings = 4096;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double mscale = 1.0;
+  double mscale_all_dim = 0.0;
+};
+
+struct ModelConfig {
+  std::string model_type;  // deepseek_v2 | deepseek_v3
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+
+  // MLA
+  int64_t q_lora_rank = 0;  // 0: no q LoRA (q_proj), as in V2-Lite
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  double rope_theta = 10000.0;
+  std::optional<YarnScaling> yarn;
+
+  // MLP / MoE
+  int64_t intermediate_size = 0;      // dense layers
+  int64_t moe_intermediate_size = 0;  // each routed expert
+  int64_t n_routed_experts = 0;       // 0: every layer dense
+  int64_t n_shared_experts = 0;
+  int64_t first_k_dense_replace = 0;
+  int64_t moe_layer_freq = 1;
+  kernels::RouterSpec router;  // scoring, top-k method, groups (bias pointer left null)
+
+  bool tie_word_embeddings = false;
+  bool fp8_block_quantized = false;  // quantization_config fp8 e4m3, 128x128 block scales
+  int64_t bos_token_id = 0;
+  std::vector<int64_t> eos_token_ids;
+
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int64_t kv_cache_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // 576 for V3
+  bool is_moe_layer(int64_t layer) const;
+  // qk_head_dim^-0.5 * yarn_mscale(factor, mscale_all_dim)^2 (both MLA paths use it).
+  double softmax_scale() const;
+
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& origin);
+  static ModelConfig load(const std::filesystem::path& model_dir);
+};
+
+// DeepSeek YaRN: mscale = 0.1 * m * ln(factor) + 1 for factor > 1, else 1.
+double yarn_mscale(double factor, double m);
+
+}  // namespace mlaserve::model
