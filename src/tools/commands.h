@@ -5,5 +5,7 @@
 
 namespace mlaserve::tools {
 
+void add_make_model(CLI::App& app);
+void add_eval(CLI::App& app);
 
 }  // namespace mlaserve::tools

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   CLI::App app{"mlaserve: serve DeepSeek-style (MLA + MoE) models on CPUs over MPI ranks"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  mlaserve::tools::add_make_model(app);
+  mlaserve::tools::add_eval(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,36 @@
+// Token-granular pool of MLA latent KV rows: per layer and token, the normalised c_kv followed
+// by the roped k_pe (kv_lora_rank + qk_rope_head_dim values, 576 for V2/V3). A sequence owns a
+// list of slots; attention reads the pool through that list.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mlaserve::cache {
+
+class LatentKvPool {
+ public:
+  LatentKvPool(int64_t n_layers, int64_t row_dim, int64_t capacity_tokens);
+
+  static int64_t bytes_per_token(int64_t n_layers, int64_t row_dim) {
+    return n_layers * row_dim * static_cast<int64_t>(sizeof(float));
+  }
+
+  float* layer(int64_t l) { return data_.data() + l * capacity_ * row_dim_; }
+  const float* layer(int64_t l) const { return data_.data() + l * capacity_ * row_dim_; }
+  int64_t row_dim() const { return row_dim_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t free_slots() const { return static_cast<int64_t>(free_.size()); }
+
+  // n free slots (lowest first); throws mlaserve::Error when fewer than n are free.
+  std::vector<int32_t> allocate(int64_t n);
+  void release(std::span<const int32_t> slots);
+
+ private:
+  int64_t n_layers_, row_dim_, capacity_;
+  std::vector<float> data_;     // [n_layers, capacity, row_dim]
+  std::vector<int32_t> free_;   // stack of free slots, lowest on top
+};
+
+}  // namespace mlaserve::cache

@@ -1,0 +1,111 @@
+// DeepSeek-V2/V3: Multi-head Latent Attention + DeepSeekMoE. The weights of one rank (its
+// shards, per sharding.h) and the forward step over a batch of sequences.
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cache/latent_kv_pool.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/rope.h"
+#include "model/sharding.h"
+#include "model/step_comm.h"
+
+namespace mlaserve::model {
+
+struct AttentionWeights {
+  kernels::Weight qkv_a;            // [q_lora + kv_lora + rope, H] fused q_a_proj + kv_a_proj_with_mqa
+  std::vector<float> q_a_norm;      // [q_lora]
+  kernels::Weight q_b;              // [heads_local * qk_head, q_lora] (q_proj: [.., H] without q LoRA)
+  std::vector<float> kv_a_norm;     // [kv_lora]
+  kernels::Weight kv_b;             // [heads_local * (nope + v), kv_lora]   normal (prefill) path
+  std::vector<kernels::Weight> uk;  // per local head [kv_lora, nope]: q_nope -> latent space (absorbed path)
+  std::vector<kernels::Weight> uv;  // per local head [v, kv_lora]: latent -> value space (absorbed path)
+  kernels::Weight o;                // [H, heads_local * v]
+};
+
+struct MlpWeights {
+  kernels::Weight gate_up;  // [2 * inter_local, H]: gate rows, then up rows
+  kernels::Weight down;     // [H, inter_local]
+};
+
+struct MoeWeights {
+  kernels::Weight router;               // [E, H], float32 always (selection is sensitive)
+  std::vector<float> correction_bias;   // [E], noaux_tc only
+  int64_t first_local_expert = 0;       // EP-MoE: experts [first, first + experts.size())
+  std::vector<MlpWeights> experts;      // this rank's experts (all of them, sliced, under TP-MoE)
+  std::optional<MlpWeights> shared;     // n_shared_experts fused into one MLP
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, mlp_norm;  // [H]
+  AttentionWeights attn;
+  std::optional<MlpWeights> dense;
+  std::optional<MoeWeights> moe;
+};
+
+// One sequence's part of a forward step: its new tokens follow n_cached tokens already in the
+// KV pool; kv_slots lists the pool slots of all n_cached + n_new tokens in order.
+struct SequenceStep {
+  int64_t n_new = 0;
+  int64_t n_cached = 0;
+  std::span<const int32_t> kv_slots;
+};
+
+struct StepInput {
+  std::vector<int32_t> tokens;      // [T] new tokens of all sequences, concatenated
+  std::vector<int32_t> positions;   // [T]
+  std::vector<SequenceStep> seqs;
+  std::vector<int64_t> logit_rows;  // rows of [T] whose logits are wanted
+};
+
+// FLOPs this rank spent per layer kind (2 per multiply-add), for tests and benchmarks.
+enum class FlopKind { QkvA, QB, KvB, Absorb, Attention, O, Router, Mlp, Experts, LmHead, Count };
+const char* flop_kind_name(FlopKind kind);
+
+class DeepseekModel {
+ public:
+  DeepseekModel(const std::filesystem::path& dir, kernels::WeightType type,
+                const RankLayout& layout = RankLayout::single());
+
+  const ModelConfig& config() const { return cfg_; }
+  const RankLayout& layout() const { return layout_; }
+  int64_t local_heads() const { return heads_.size(); }
+  size_t resident_weight_bytes() const { return resident_bytes_; }
+  const std::array<double, static_cast<size_t>(FlopKind::Count)>& flops() const { return flops_; }
+
+  // Runs every layer over the step's tokens, writes their latents into kv, and returns the
+  // logits [input.logit_rows.size(), vocab]. Every rank of the layout calls it with its group's
+  // input; comm carries the exchanges.
+  std::vector<float> forward(const StepInput& input, cache::LatentKvPool& kv, StepComm& comm);
+
+ private:
+  void load(const std::filesystem::path& dir, kernels::WeightType type);
+  void embed(const std::vector<int32_t>& tokens, float* x, StepComm& comm) const;
+  void attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv, float* out);
+  void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q, const float* latent,
+                     float* o);
+  void attend_absorbed(const AttentionWeights& w, const SequenceStep& seq, const float* q,
+                       const float* kv_layer, float* o);
+  void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
+  void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
+  std::vector<float> logits(const float* x, const std::vector<int64_t>& rows, StepComm& comm);
+  void linear(FlopKind kind, const float* x, int64_t m, const kernels::Weight& w, float* y);
+
+  ModelConfig cfg_;
+  RankLayout layout_;
+  Range heads_, vocab_;
+  RopeTable rope_;
+  kernels::Weight embedding_;  // [vocab_local, H]
+  std::vector<LayerWeights> layers_;
+  std::vector<float> final_norm_;  // [H]
+  kernels::Weight lm_head_;        // [vocab_local, H]
+  size_t resident_bytes_ = 0;
+  std::array<double, static_cast<size_t>(FlopKind::Count)> flops_{};
+};
+
+}  // namespace mlaserve::model

@@ -1,0 +1,70 @@
+// Read-only access to HF safetensors checkpoints through mmap: one file, or shards listed in
+// model.safetensors.index.json. Pages are touched only when a tensor's bytes are read, so a
+// rank that loads only its shards reads only those bytes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlaserve::model {
+
+enum class StorageType { F32, BF16, F8_E4M3 };
+
+const char* storage_type_name(StorageType t);
+size_t storage_type_size(StorageType t);
+
+struct TensorInfo {
+  std::string name;
+  StorageType type;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // into the mmapped file
+  size_t nbytes = 0;
+  std::string file;  // for error messages
+};
+
+class MappedFile;
+
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::filesystem::path& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+
+ private:
+  std::unique_ptr<MappedFile> map_;
+  std::map<std::string, TensorInfo> tensors_;
+};
+
+// All tensors of a model directory, whichever file holds them.
+class Checkpoint {
+ public:
+  static Checkpoint open(const std::filesystem::path& model_dir);
+
+  bool contains(const std::string& name) const { return index_.count(name) != 0; }
+  // The tensor; a missing name is an error naming the tensor and the directory.
+  const TensorInfo& get(const std::string& name) const;
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorInfo*> index_;
+};
+
+// Writes tensors (name, type, shape, raw little-endian bytes) as one safetensors file.
+struct TensorToWrite {
+  std::string name;
+  StorageType type;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors);
+
+}  // namespace mlaserve::model

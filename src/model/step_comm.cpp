@@ -1,0 +1,25 @@
+#include "model/step_comm.h"
+
+#include <algorithm>
+
+namespace mlaserve::model {
+
+void SingleRankComm::attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local,
+                                      int64_t hidden, std::vector<float>& mlp_input) {
+  const int64_t n = n_local * hidden;
+  for (int64_t i = 0; i < n; ++i) residual[i] += attn_partial[i];
+  mlp_input.assign(residual, residual + n);
+}
+
+void SingleRankComm::mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
+                                      int64_t hidden) {
+  const int64_t n = n_local * hidden;
+  for (int64_t i = 0; i < n; ++i) residual[i] += mlp_partial[i];
+}
+
+void SingleRankComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
+                                  float* logits) {
+  std::copy(logits_shard, logits_shard + rows * vocab, logits);
+}
+
+}  // namespace mlaserve::model

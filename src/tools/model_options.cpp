@@ -1,0 +1,21 @@
+#include "tools/model_options.h"
+
+#include "core/error.h"
+
+namespace mlaserve::tools {
+
+void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
+  auto* model = cmd.add_option("--model", model_dir, "HF model directory (config.json + *.safetensors)");
+  if (model_required) model->required();
+  cmd.add_option("--dtype", dtype,
+                 "Weight precision: bfloat16 (bf16 weights, f32 accumulation; fast) or float32 "
+                 "(reference precision)")
+      ->check(CLI::IsMember({"bfloat16", "bf16", "float32", "fp32"}))
+      ->capture_default_str();
+}
+
+kernels::WeightType ModelOptions::weight_type() const {
+  return dtype == "float32" || dtype == "fp32" ? kernels::WeightType::F32 : kernels::WeightType::BF16;
+}
+
+}  // namespace mlaserve::tools
