@@ -1,0 +1,242 @@
+#include "sampling/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace mlaserve::sampling {
+namespace {
+
+// The `!(in range)` form also rejects NaN, which fails every comparison.
+void check_penalty(const char* field, float value) {
+  if (!(value >= -2.0f && value <= 2.0f)) fail("{} must be in [-2, 2], got {}", field, value);
+}
+
+// argmax() that also refuses rows where every token is masked: nothing can be chosen there.
+int32_t checked_argmax(std::span<const float> logits) {
+  const int32_t best = argmax(logits);
+  if (logits[best] == -std::numeric_limits<float>::infinity()) {
+    fail("every one of the {} logits is -inf: no token can be chosen", logits.size());
+  }
+  return best;
+}
+
+// Ranking used by top-k and top-p: more probable first, lower id among equals.
+bool more_likely(const Candidate& a, const Candidate& b) {
+  return a.prob > b.prob || (a.prob == b.prob && a.id < b.id);
+}
+
+// Unnormalised softmax(logits / T) in `out`, scaled so the most likely token weighs exactly 1.
+// Tokens that underflow to 0 can never be drawn, so they are left out right away.
+void fill_weights(std::span<const float> logits, float temperature, std::vector<Candidate>& out) {
+  const float max_logit = logits[checked_argmax(logits)];
+  out.clear();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float weight = std::exp((logits[i] - max_logit) / temperature);
+    if (weight > 0.0f) out.push_back({static_cast<int32_t>(i), weight});
+  }
+}
+
+// nth_element is linear in the vocabulary; a full sort of 128k tokens is not.
+void keep_top_k(int top_k, std::vector<Candidate>& candidates) {
+  const auto k = static_cast<size_t>(top_k);
+  if (top_k <= 0 || k >= candidates.size()) return;
+  std::nth_element(candidates.begin(), candidates.begin() + static_cast<ptrdiff_t>(k),
+                   candidates.end(), more_likely);
+  candidates.resize(k);
+}
+
+double total_weight(std::span<const Candidate> candidates) {
+  double total = 0.0;
+  for (const Candidate& c : candidates) total += c.prob;
+  return total;
+}
+
+using CandidateIt = std::span<Candidate>::iterator;
+
+// Median of the first, middle and last candidate: a pivot that sorted input cannot make
+// degenerate.
+CandidateIt median_of_three(std::span<Candidate> range) {
+  CandidateIt a = range.begin(), b = range.begin() + std::ssize(range) / 2, c = range.end() - 1;
+  if (more_likely(*b, *a)) std::swap(a, b);
+  if (more_likely(*c, *b)) std::swap(b, c);
+  if (more_likely(*b, *a)) std::swap(a, b);
+  return b;
+}
+
+// Reorders `range` as [more likely than the pivot | pivot | less likely] and returns the
+// pivot's index.
+size_t partition_around_pivot(std::span<Candidate> range) {
+  const CandidateIt last = range.end() - 1;
+  std::iter_swap(median_of_three(range), last);
+  const CandidateIt split = std::partition(
+      range.begin(), last, [&](const Candidate& c) { return more_likely(c, *last); });
+  std::iter_swap(split, last);
+  return static_cast<size_t>(split - range.begin());
+}
+
+// Moves the smallest set of most likely candidates whose weight reaches `target` (at least
+// one) to the front and returns its size. Like nth_element, but splitting by mass rather than
+// count: expected linear time, where sorting a 128k vocabulary for a flat distribution's huge
+// nucleus would not be. Only a short final stretch gets sorted.
+size_t nucleus_size(std::span<Candidate> candidates, double target) {
+  constexpr size_t kSortBelow = 64;
+  // Invariant: [0, begin) is all in the nucleus and weighs `kept` < target; the nucleus ends
+  // in (begin, end].
+  size_t begin = 0, end = candidates.size();
+  double kept = 0.0;
+  while (end - begin > kSortBelow) {
+    const size_t split = begin + partition_around_pivot(candidates.subspan(begin, end - begin));
+    const double more_likely_mass = total_weight(candidates.subspan(begin, split - begin));
+    if (kept + more_likely_mass >= target) {
+      end = split;
+      continue;
+    }
+    kept += more_likely_mass + candidates[split].prob;
+    if (kept >= target) return split + 1;
+    begin = split + 1;
+  }
+  std::sort(candidates.begin() + static_cast<ptrdiff_t>(begin),
+            candidates.begin() + static_cast<ptrdiff_t>(end), more_likely);
+  for (size_t i = begin; i < end; ++i) {
+    if (kept >= target) return i;
+    kept += candidates[i].prob;
+  }
+  return end;
+}
+
+uint64_t random_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
+const SamplingParams& validated(const SamplingParams& params) {
+  params.validate();
+  return params;
+}
+
+}  // namespace
+
+void SamplingParams::validate() const {
+  if (!(std::isfinite(temperature) && temperature >= 0.0f)) {
+    fail("temperature must be a finite number >= 0, got {}", temperature);
+  }
+  if (top_k < -1) fail("top_k must be -1 or 0 (all tokens) or a positive count, got {}", top_k);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top_p must be in (0, 1], got {}", top_p);
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) fail("min_p must be in [0, 1], got {}", min_p);
+  check_penalty("presence_penalty", presence_penalty);
+  check_penalty("frequency_penalty", frequency_penalty);
+  if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f)) {
+    fail("repetition_penalty must be a finite number > 0, got {}", repetition_penalty);
+  }
+}
+
+void apply_penalties(std::span<float> logits, const TokenCounts& counts,
+                     const SamplingParams& params) {
+  for (const auto& [token, count] : counts) {
+    if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
+      fail("penalised token {} is outside the vocabulary of {} logits", token, logits.size());
+    }
+    if (count <= 0) continue;
+    float& logit = logits[token];
+    // Dividing a negative logit would raise it; multiplying lowers it as intended.
+    logit = logit > 0.0f ? logit / params.repetition_penalty : logit * params.repetition_penalty;
+    logit -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+  }
+}
+
+void filter(std::span<const float> logits, const SamplingParams& params,
+            std::vector<Candidate>& out) {
+  if (params.greedy()) {
+    out.assign(1, {checked_argmax(logits), 1.0f});
+    return;
+  }
+  fill_weights(logits, params.temperature, out);
+  keep_top_k(params.top_k, out);
+  // top-p is measured against the mass top-k left, as if renormalised after top-k.
+  const double top_k_mass = total_weight(out);
+  // The most likely token weighs exactly 1, so min_p * max prob is simply min_p in weights.
+  // Removing the tail first leaves top-p less to search and cannot change its decision: min-p
+  // only cuts tokens ranked below every token it keeps.
+  if (params.min_p > 0.0f) {
+    std::erase_if(out, [&](const Candidate& c) { return c.prob < params.min_p; });
+  }
+  if (params.top_p < 1.0f) out.resize(nucleus_size(out, params.top_p * top_k_mass));
+  const double kept_mass = total_weight(out);
+  for (Candidate& c : out) c.prob = static_cast<float>(c.prob / kept_mass);
+}
+
+Sampler::Sampler(const SamplingParams& params)
+    : params_(validated(params)), rng_(params.seed ? *params.seed : random_seed()) {}
+
+int32_t Sampler::sample(std::span<float> logits) {
+  apply_penalties(logits, counts_, params_);
+  int32_t token;
+  if (params_.greedy()) {
+    token = checked_argmax(logits);
+  } else {
+    filter(logits, params_, candidates_);
+    token = draw(candidates_);
+  }
+  record(token);
+  return token;
+}
+
+void Sampler::record(int32_t token) {
+  if (token < 0) fail("cannot record negative token id {}", token);
+  ++counts_[token];
+}
+
+int32_t Sampler::draw(std::span<const Candidate> candidates) {
+  const double u = uniform01();
+  double mass = 0.0;
+  for (const Candidate& c : candidates) {
+    mass += c.prob;
+    if (u < mass) return c.id;
+  }
+  // Rounding can leave the summed probabilities a hair below 1.
+  return candidates.back().id;
+}
+
+LogprobResult logprobs(std::span<const float> raw_logits, int32_t chosen, int top_n) {
+  if (chosen < 0 || static_cast<size_t>(chosen) >= raw_logits.size()) {
+    fail("chosen token {} is outside the vocabulary of {} logits", chosen, raw_logits.size());
+  }
+  if (top_n < 0) fail("number of top logprobs must be >= 0, got {}", top_n);
+  const float max_logit = raw_logits[checked_argmax(raw_logits)];
+  double sum = 0.0;
+  for (float logit : raw_logits) sum += std::exp(logit - max_logit);
+  const double log_normaliser = max_logit + std::log(sum);
+  const auto logprob_of = [&](int32_t id) {
+    return TokenLogprob{id, static_cast<float>(raw_logits[id] - log_normaliser)};
+  };
+
+  LogprobResult result{logprob_of(chosen), {}};
+  const size_t n = std::min(static_cast<size_t>(top_n), raw_logits.size());
+  if (n == 0) return result;
+  std::vector<int32_t> ids(raw_logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(
+      ids.begin(), ids.begin() + static_cast<ptrdiff_t>(n), ids.end(), [&](int32_t a, int32_t b) {
+        return raw_logits[a] > raw_logits[b] || (raw_logits[a] == raw_logits[b] && a < b);
+      });
+  result.top.reserve(n);
+  for (size_t i = 0; i < n; ++i) result.top.push_back(logprob_of(ids[i]));
+  return result;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  if (logits.empty()) fail("cannot choose a token from an empty row of logits");
+  size_t best = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    // A NaN would otherwise lose every comparison and silently never be reported.
+    if (std::isnan(logits[i])) fail("logit of token {} is NaN", i);
+    if (logits[i] > logits[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace mlaserve::sampling
