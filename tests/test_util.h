@@ -1,0 +1,68 @@
+// Helpers for tests that drive the mlaserve binary.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mlaserve::testing {
+
+// Path of the mlaserve binary (ctest sets MLASERVE_BIN).
+inline std::string mlaserve_bin() {
+  const char* bin = std::getenv("MLASERVE_BIN");
+  return bin ? bin : "build/src/tools/mlaserve";
+}
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r{0, ""};
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+inline void write_json(const std::filesystem::path& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(); }
+
+// A fresh temporary directory, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "mlaserve-test-XXXXXX").string();
+    path_ = mkdtemp(templ.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline double relative_l2(const std::vector<float>& got, const float* want, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+}  // namespace mlaserve::testing
