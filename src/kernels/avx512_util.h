@@ -1,0 +1,74 @@
+// Small AVX-512 building blocks shared by the kernels: tail masks, horizontal sums, exp.
+// Everything here is MLASERVE_AVX512 and may only run after cpu_has_avx512().
+#pragma once
+
+#include <cstdint>
+
+// g++ 12 reports its own _mm512_undefined_ps() (used inside several intrinsics) as an
+// uninitialised read once inlined (GCC PR 105593). The warning points into the intrinsics
+// headers, so silencing it around their inclusion hides only that false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "kernels/cpu_isa.h"
+
+namespace mlaserve::kernels {
+
+// Mask of the first min(count, 16) lanes of a 16-lane vector; count >= 0.
+inline __mmask16 first_lanes16(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// Mask of the first min(count, 32) lanes of a 32-lane vector; count >= 0.
+inline __mmask32 first_lanes32(int64_t count) {
+  return count >= 32 ? 0xffffffffu : static_cast<__mmask32>((1u << count) - 1u);
+}
+
+// Sum of the 16 lanes. (g++ 12's _mm512_reduce_add_ps trips -Wmaybe-uninitialized.)
+MLASERVE_AVX512 inline float hsum(__m512 v) {
+  const __m512 halves = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512 quarters =
+      _mm512_add_ps(halves, _mm512_shuffle_f32x4(halves, halves, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(quarters);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Largest of the 16 lanes.
+MLASERVE_AVX512 inline float hmax(__m512 v) {
+  const __m512 halves = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512 quarters =
+      _mm512_max_ps(halves, _mm512_shuffle_f32x4(halves, halves, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(quarters);
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// e^x per lane, relative error ~2 ulp. x = n·ln2 + r with |r| <= ln2/2; e^r by a degree-6
+// polynomial; 2^n applied by scalef, which also yields +inf above ~88.7. Lanes below -103.9
+// (where e^x is below the smallest denormal), -inf included, give exactly 0.
+MLASERVE_AVX512 inline __m512 exp512(__m512 x) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);  // ln2 split so n·ln2_hi is exact
+  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+  const __mmask16 nonzero = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.9f), _CMP_GE_OQ);
+  x = _mm512_min_ps(x, _mm512_set1_ps(89.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT);
+  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+  r = _mm512_fnmadd_ps(n, ln2_lo, r);
+  // Taylor coefficients 1/6! .. 1/2!, then 1 + r + r²·p(r).
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps(nonzero, p, n);
+}
+
+}  // namespace mlaserve::kernels

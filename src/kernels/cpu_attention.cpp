@@ -1,0 +1,157 @@
+// The two MLA attention ops on top of flash_block.h.
+//
+// Absorbed (decode/extend): every head of a query token reads the same latent kv rows (MQA
+// with one kv head), so the work item is "all heads of one token × a range of its kv rows":
+// each kv block is loaded once and scored against every head. When there are fewer tokens
+// than threads (decode), a token's kv range is split into parts whose softmax states are
+// merged at the end, so that both cores stream disjoint halves of the cache.
+//
+// Prefill: per head, runs of kQueryRun consecutive tokens walk their causal kv prefix.
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu_isa.h"
+#include "kernels/flash_block.h"
+#include "kernels/ops.h"
+#include "kernels/reference.h"
+
+namespace mlaserve::kernels {
+namespace {
+
+constexpr int64_t kMinRowsPerPart = 128;  // kv rows below which splitting a token costs more
+constexpr int64_t kQueryRun = 16;         // prefill query rows per work item
+
+// How many parts to split each query token's kv range into: enough work items for every
+// thread twice over (dynamic scheduling evens out the causal imbalance), but parts of at
+// least kMinRowsPerPart rows.
+int64_t parts_per_token(int64_t n_q, int64_t shortest_range) {
+  const int64_t wanted = (2 * omp_get_max_threads() + n_q - 1) / n_q;
+  return std::clamp<int64_t>(std::min(wanted, shortest_range / kMinRowsPerPart), 1, wanted);
+}
+
+// Feeds kv rows [begin, end) to the state block by block. kv_row(j) returns {k row, v row}.
+template <typename KvRow>
+void attend_range(const FlashQueries& queries, int64_t begin, int64_t end, KvRow kv_row,
+                  const FlashState& state) {
+  const float* k_rows[kFlashBlock];
+  const float* v_rows[kFlashBlock];
+  for (int64_t start = begin; start < end; start += kFlashBlock) {
+    const int64_t count = std::min(kFlashBlock, end - start);
+    for (int64_t j = 0; j < round_up_to_tile(count); ++j) {
+      const auto [k, v] = kv_row(start + std::min(j, count - 1));  // padding repeats a row
+      k_rows[j] = k;
+      v_rows[j] = v;
+    }
+    flash_add_block(queries, k_rows, v_rows, start, count, state);
+  }
+}
+
+// Per-thread arrays describing one query group.
+struct GroupScratch {
+  std::vector<const float*> q;
+  std::vector<int64_t> row_end;
+  std::vector<float> state;
+};
+
+// Absorbed work item: all heads of token i against its kv rows [begin, end).
+void absorbed_part(const AbsorbedAttention& s, const float* q, const float* kv_pool,
+                   const int32_t* kv_slots, int64_t i, int64_t begin, int64_t end,
+                   const FlashState& state) {
+  const int64_t d_qk = s.d_latent + s.d_rope;
+  const int64_t rows_padded = round_up_to_tile(s.n_heads);
+  thread_local GroupScratch group;
+  group.q.resize(static_cast<size_t>(rows_padded));
+  group.row_end.assign(static_cast<size_t>(s.n_heads), end);
+  for (int64_t h = 0; h < rows_padded; ++h) {
+    group.q[static_cast<size_t>(h)] = q + (i * s.n_heads + std::min(h, s.n_heads - 1)) * d_qk;
+  }
+  const FlashQueries queries{s.n_heads, group.q.data(), group.row_end.data(),
+                             d_qk,      s.d_latent,     s.scale};
+  flash_state_reset(state, rows_padded, s.d_latent);
+  attend_range(
+      queries, begin, end,
+      [&](int64_t j) {
+        const float* row = kv_pool + static_cast<int64_t>(kv_slots[j]) * d_qk;
+        return std::pair{row, row};  // c_kv, the first d_latent floats, is also the value
+      },
+      state);
+}
+
+// Prefill work item: tokens [first, first + rows) of head h, over their causal prefixes.
+void prefill_run(const PrefillAttention& s, const float* q, const float* k, const float* v,
+                 int64_t h, int64_t first, int64_t rows, float* out) {
+  const int64_t rows_padded = round_up_to_tile(rows);
+  thread_local GroupScratch group;
+  group.q.resize(static_cast<size_t>(rows_padded));
+  group.row_end.resize(static_cast<size_t>(rows));
+  group.state.resize(static_cast<size_t>(flash_state_floats(rows_padded, s.d_v)));
+  for (int64_t r = 0; r < rows_padded; ++r) {
+    group.q[static_cast<size_t>(r)] =
+        q + ((first + std::min(r, rows - 1)) * s.n_heads + h) * s.d_qk;
+  }
+  for (int64_t r = 0; r < rows; ++r) group.row_end[static_cast<size_t>(r)] = first + r + 1;
+  const FlashQueries queries{rows, group.q.data(), group.row_end.data(), s.d_qk, s.d_v, s.scale};
+  const FlashState state = flash_state_at(group.state.data(), rows_padded);
+  flash_state_reset(state, rows_padded, s.d_v);
+  attend_range(
+      queries, 0, first + rows,
+      [&](int64_t j) {
+        return std::pair{k + (j * s.n_heads + h) * s.d_qk, v + (j * s.n_heads + h) * s.d_v};
+      },
+      state);
+  for (int64_t r = 0; r < rows; ++r) {
+    flash_write_row(&state, 1, r, s.d_v, out + ((first + r) * s.n_heads + h) * s.d_v);
+  }
+}
+
+}  // namespace
+
+void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const float* kv_pool,
+                            const int32_t* kv_slots, float* out) {
+  if (!cpu_has_avx512()) return ref::mla_attention_absorbed(s, q, kv_pool, kv_slots, out);
+  if (s.n_q == 0 || s.n_heads == 0) return;
+  const int64_t first_visible = s.n_kv - s.n_q + 1;  // kv rows seen by the first token
+  const int64_t parts = parts_per_token(s.n_q, first_visible);
+  const int64_t rows_padded = round_up_to_tile(s.n_heads);
+  const int64_t state_floats = flash_state_floats(rows_padded, s.d_latent);
+  // [n_q, parts] states in the calling thread's buffers. The parallel loops below use them
+  // through `states` only: inside them a thread_local name would mean each thread's own copy.
+  thread_local std::vector<float> storage;
+  thread_local std::vector<FlashState> state_list;
+  storage.resize(static_cast<size_t>(s.n_q * parts * state_floats));
+  state_list.resize(static_cast<size_t>(s.n_q * parts));
+  FlashState* states = state_list.data();
+  for (int64_t p = 0; p < s.n_q * parts; ++p) {
+    states[p] = flash_state_at(storage.data() + p * state_floats, rows_padded);
+  }
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t item = 0; item < s.n_q * parts; ++item) {
+    const int64_t i = item / parts, part = item % parts;
+    const int64_t visible = first_visible + i;
+    absorbed_part(s, q, kv_pool, kv_slots, i, visible * part / parts, visible * (part + 1) / parts,
+                  states[item]);
+  }
+#pragma omp parallel for schedule(static) if (s.n_q * s.n_heads * s.d_latent >= (1 << 16))
+  for (int64_t row = 0; row < s.n_q * s.n_heads; ++row) {
+    const int64_t i = row / s.n_heads, h = row % s.n_heads;
+    flash_write_row(states + i * parts, parts, h, s.d_latent, out + row * s.d_latent);
+  }
+}
+
+void mla_attention_prefill(const PrefillAttention& s, const float* q, const float* k,
+                           const float* v, float* out) {
+  if (!cpu_has_avx512()) return ref::mla_attention_prefill(s, q, k, v, out);
+  const int64_t runs = (s.n_tokens + kQueryRun - 1) / kQueryRun;
+  // Latest runs first: they see the longest prefixes, so the dynamic schedule ends evenly.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t item = 0; item < runs * s.n_heads; ++item) {
+    const int64_t run = runs - 1 - item / s.n_heads, h = item % s.n_heads;
+    const int64_t first = run * kQueryRun;
+    prefill_run(s, q, k, v, h, first, std::min(kQueryRun, s.n_tokens - first), out);
+  }
+}
+
+}  // namespace mlaserve::kernels

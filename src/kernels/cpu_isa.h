@@ -1,0 +1,26 @@
+// Run-time CPU feature checks and the function attributes that enable AVX-512 code.
+// The project builds for x86-64-v2; every AVX-512 function carries one of the attributes
+// below and is only called after the matching check passed.
+#pragma once
+
+#define MLASERVE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define MLASERVE_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+
+namespace mlaserve::kernels {
+
+// True when the MLASERVE_AVX512 kernels may run.
+inline bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+// True when the MLASERVE_AVX512_BF16 kernels (vdpbf16ps) may run.
+inline bool cpu_has_avx512_bf16() {
+  static const bool has = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+}  // namespace mlaserve::kernels

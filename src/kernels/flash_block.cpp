@@ -1,0 +1,220 @@
+#include "kernels/flash_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/avx512_util.h"
+
+namespace mlaserve::kernels {
+namespace {
+
+// Horizontal sums of 16 vectors a0..a15 gathered into one vector [Σa0, ..., Σa15] by
+// interleave-and-add steps: 45 shuffles/adds instead of 16 separate reductions. (By-value
+// helpers: passing the accumulator array by reference makes g++ keep it in memory.)
+
+// Per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3].
+MLASERVE_AVX512 inline __m512 sum_pairs(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+}
+
+// Per 128-bit lane: that lane's partial sums of the four vectors behind pairs ab and cd.
+MLASERVE_AVX512 inline __m512 sum_quads(__m512 ab, __m512 cd) {
+  const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd));
+  const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd));
+  return _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));  // float adds
+}
+
+// Adds the four 128-bit lanes of each quad; quad i's four totals land in lane i.
+MLASERVE_AVX512 inline __m512 sum_lanes(__m512 q0, __m512 q1, __m512 q2, __m512 q3) {
+  const __m512 q01 = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(q0, q1, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 q23 = _mm512_add_ps(_mm512_shuffle_f32x4(q2, q3, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(q2, q3, _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(q01, q23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(q01, q23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// s[r * kFlashBlock + c] = q[r] · k[c] over d floats, for r, c < 4.
+MLASERVE_AVX512 void score_tile(const float* const* q, const float* const* k, int64_t d, float* s) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; c += 16) {
+    const __mmask16 valid = first_lanes16(d - c);  // all ones except in the d % 16 tail
+    __m512 qv[4], kv[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      qv[i] = _mm512_maskz_loadu_ps(valid, q[i] + c);
+      kv[i] = _mm512_maskz_loadu_ps(valid, k[i] + c);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[4 * r + j] = _mm512_fmadd_ps(qv[r], kv[j], acc[4 * r + j]);
+  }
+  const __m512 sums =
+      sum_lanes(sum_quads(sum_pairs(acc[0], acc[1]), sum_pairs(acc[2], acc[3])),
+                sum_quads(sum_pairs(acc[4], acc[5]), sum_pairs(acc[6], acc[7])),
+                sum_quads(sum_pairs(acc[8], acc[9]), sum_pairs(acc[10], acc[11])),
+                sum_quads(sum_pairs(acc[12], acc[13]), sum_pairs(acc[14], acc[15])));
+  _mm_storeu_ps(s, _mm512_castps512_ps128(sums));
+  _mm_storeu_ps(s + kFlashBlock, _mm512_extractf32x4_ps(sums, 1));
+  _mm_storeu_ps(s + 2 * kFlashBlock, _mm512_extractf32x4_ps(sums, 2));
+  _mm_storeu_ps(s + 3 * kFlashBlock, _mm512_extractf32x4_ps(sums, 3));
+}
+
+// p[r, c] = q[r] · k[c] for all padded query rows r and kv rows c < count_padded.
+void score_block(const FlashQueries& queries, const float* const* k_rows, int64_t count_padded,
+                 float* p) {
+  const int64_t rows_padded = round_up_to_tile(queries.n_rows);
+  for (int64_t c = 0; c < count_padded; c += kFlashTile) {
+    for (int64_t r = 0; r < rows_padded; r += kFlashTile) {
+      score_tile(queries.q + r, k_rows + c, queries.d_qk, p + r * kFlashBlock + c);
+    }
+  }
+}
+
+// Turns row r's scores (kFlashBlock of them, `valid` visible) into exp(score·scale - new max),
+// updates the running max and sum, and returns the factor exp(old max - new max) by which the
+// row's output must shrink.
+MLASERVE_AVX512 float softmax_update(float* p, __mmask32 valid, float scale, float& max,
+                                     float& sum) {
+  const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+  const __m512 s0 = _mm512_mask_mul_ps(minus_inf, static_cast<__mmask16>(valid), _mm512_loadu_ps(p),
+                                       _mm512_set1_ps(scale));
+  const __m512 s1 = _mm512_mask_mul_ps(minus_inf, static_cast<__mmask16>(valid >> 16),
+                                       _mm512_loadu_ps(p + 16), _mm512_set1_ps(scale));
+  const float new_max = std::max(max, hmax(_mm512_max_ps(s0, s1)));
+  if (new_max == -INFINITY) {  // nothing visible yet: probabilities 0, state unchanged
+    _mm512_storeu_ps(p, _mm512_setzero_ps());
+    _mm512_storeu_ps(p + 16, _mm512_setzero_ps());
+    return 1.0f;
+  }
+  const __m512 shift = _mm512_set1_ps(new_max);
+  const __m512 p0 = exp512(_mm512_sub_ps(s0, shift)), p1 = exp512(_mm512_sub_ps(s1, shift));
+  _mm512_storeu_ps(p, p0);
+  _mm512_storeu_ps(p + 16, p1);
+  const float correction = std::exp(max - new_max);  // max = -inf at the start gives 0
+  sum = sum * correction + hsum(_mm512_add_ps(p0, p1));
+  max = new_max;
+  return correction;
+}
+
+// out[r, col + i] = out[r, col + i]·correction[r] + Σ_j p[r, j]·v[j][col + i] for the 4 rows
+// of a tile and kVecs vectors of 16 columns; the last vector keeps only `last` lanes.
+template <int kVecs>
+MLASERVE_AVX512 void pv_tile(const float* p, const float* correction, const float* const* v_rows,
+                             int64_t count, int64_t col, __mmask16 last, float* out, int64_t d_v) {
+  __mmask16 masks[kVecs];
+#pragma GCC unroll 4
+  for (int i = 0; i < kVecs; ++i) masks[i] = i + 1 == kVecs ? last : static_cast<__mmask16>(0xffff);
+  __m512 acc[4][kVecs];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const __m512 shrink = _mm512_set1_ps(correction[r]);
+#pragma GCC unroll 4
+    for (int i = 0; i < kVecs; ++i) {
+      acc[r][i] =
+          _mm512_mul_ps(shrink, _mm512_maskz_loadu_ps(masks[i], out + r * d_v + col + 16 * i));
+    }
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    __m512 vv[kVecs];
+#pragma GCC unroll 4
+    for (int i = 0; i < kVecs; ++i)
+      vv[i] = _mm512_maskz_loadu_ps(masks[i], v_rows[j] + col + 16 * i);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m512 weight = _mm512_set1_ps(p[r * kFlashBlock + j]);
+#pragma GCC unroll 4
+      for (int i = 0; i < kVecs; ++i) acc[r][i] = _mm512_fmadd_ps(weight, vv[i], acc[r][i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < kVecs; ++i)
+      _mm512_mask_storeu_ps(out + r * d_v + col + 16 * i, masks[i], acc[r][i]);
+}
+
+// P·V for one tile of 4 query rows across all d_v columns, 64 columns per pass.
+void pv_rows(const float* p, const float* correction, const float* const* v_rows, int64_t count,
+             float* out, int64_t d_v) {
+  for (int64_t col = 0; col < d_v; col += 64) {
+    const int64_t width = std::min<int64_t>(64, d_v - col);
+    const __mmask16 last = first_lanes16(width - (width - 1) / 16 * 16);
+    switch ((width + 15) / 16) {
+      case 1:
+        pv_tile<1>(p, correction, v_rows, count, col, last, out, d_v);
+        break;
+      case 2:
+        pv_tile<2>(p, correction, v_rows, count, col, last, out, d_v);
+        break;
+      case 3:
+        pv_tile<3>(p, correction, v_rows, count, col, last, out, d_v);
+        break;
+      default:
+        pv_tile<4>(p, correction, v_rows, count, col, last, out, d_v);
+        break;
+    }
+  }
+}
+
+// Per-thread buffers for one block: probabilities [rows_padded, kFlashBlock], corrections.
+struct BlockScratch {
+  std::vector<float> p, correction;
+};
+
+}  // namespace
+
+FlashState flash_state_at(float* storage, int64_t rows_padded) {
+  return FlashState{storage, storage + rows_padded, storage + 2 * rows_padded};
+}
+
+void flash_state_reset(const FlashState& state, int64_t rows_padded, int64_t d_v) {
+  std::fill(state.max, state.max + rows_padded, -INFINITY);
+  std::fill(state.sum, state.sum + rows_padded, 0.0f);
+  std::fill(state.out, state.out + rows_padded * d_v, 0.0f);
+}
+
+void flash_add_block(const FlashQueries& queries, const float* const* k_rows,
+                     const float* const* v_rows, int64_t begin, int64_t count,
+                     const FlashState& state) {
+  const int64_t rows_padded = round_up_to_tile(queries.n_rows);
+  thread_local BlockScratch scratch;
+  scratch.p.resize(static_cast<size_t>(rows_padded * kFlashBlock));
+  scratch.correction.resize(static_cast<size_t>(rows_padded));
+  float* p = scratch.p.data();
+  float* correction = scratch.correction.data();
+
+  score_block(queries, k_rows, round_up_to_tile(count), p);
+  for (int64_t r = 0; r < rows_padded; ++r) {
+    const int64_t visible =
+        r < queries.n_rows ? std::clamp<int64_t>(queries.row_end[r] - begin, 0, count) : 0;
+    correction[r] = softmax_update(p + r * kFlashBlock, first_lanes32(visible), queries.scale,
+                                   state.max[r], state.sum[r]);
+  }
+  for (int64_t r = 0; r < rows_padded; r += kFlashTile) {
+    pv_rows(p + r * kFlashBlock, correction + r, v_rows, count, state.out + r * queries.d_v,
+            queries.d_v);
+  }
+}
+
+void flash_write_row(const FlashState* states, int64_t n_states, int64_t row, int64_t d_v,
+                     float* dst) {
+  float max = -INFINITY;
+  for (int64_t s = 0; s < n_states; ++s) max = std::max(max, states[s].max[row]);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n_states; ++s)
+    sum += states[s].sum[row] * std::exp(states[s].max[row] - max);
+  std::fill(dst, dst + d_v, 0.0f);
+  for (int64_t s = 0; s < n_states; ++s) {
+    if (states[s].max[row] == -INFINITY) continue;  // this part saw no kv rows
+    const float weight = std::exp(states[s].max[row] - max) / sum;
+    const float* part = states[s].out + row * d_v;
+    for (int64_t i = 0; i < d_v; ++i) dst[i] += weight * part[i];
+  }
+}
+
+}  // namespace mlaserve::kernels

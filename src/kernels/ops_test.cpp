@@ -1,0 +1,361 @@
+// Fast path (ops.h) against the scalar reference (reference.h) on random data with fixed seeds,
+// over shapes chosen to hit every tail: m across the GEMV/oneDNN cut-over, N and K that are not
+// multiples of the tile widths, single kv rows, several query tokens over a cached prefix, and
+// shuffled kv slots.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kernels/reference.h"
+
+namespace mlaserve::kernels {
+namespace {
+
+std::vector<float> random_values(size_t count, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(count);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
+std::vector<float> round_to_bf16(std::vector<float> values) {
+  for (float& v : values) v = bf16_to_f32(f32_to_bf16(v));
+  return values;
+}
+
+Weight random_weight(WeightType type, int64_t rows, int64_t cols, uint32_t seed) {
+  Weight w(type, rows, cols);
+  const std::vector<float> values = random_values(static_cast<size_t>(rows * cols), seed);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (type == WeightType::F32) {
+      w.f32()[i] = values[i];
+    } else {
+      w.b16()[i] = f32_to_bf16(values[i]);
+    }
+  }
+  return w;
+}
+
+// Largest |actual - expected| over max(|expected|, floor), where floor = floor_fraction ·
+// max|expected|. floor_fraction = 1 gives a norm-wise relative error (dot products, where sum
+// order changes the error of small outputs); small floor_fraction gives an element-wise one.
+double relative_error(const std::vector<float>& actual, const std::vector<float>& expected,
+                      double floor_fraction) {
+  double largest = 0.0;
+  for (float e : expected) largest = std::max(largest, std::abs(static_cast<double>(e)));
+  const double floor = std::max(floor_fraction * largest, 1e-30);
+  double worst = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    if (std::isnan(diff)) return INFINITY;
+    worst = std::max(worst, diff / std::max(floor, std::abs(static_cast<double>(expected[i]))));
+  }
+  return worst;
+}
+
+// The reference output must carry signal, or agreement would prove nothing.
+void expect_not_all_zero(const std::vector<float>& values) {
+  EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
+}
+
+constexpr double kF32Tolerance = 1e-5;    // sum-order and ~2-ulp exp differences
+constexpr double kBf16XTolerance = 1e-2;  // effect of rounding x to bf16 (8-bit mantissa)
+
+// ---- matmul -----------------------------------------------------------------------------
+
+struct MatmulCase {
+  int64_t m, n, k;
+};
+
+std::vector<float> run_matmul(const std::vector<float>& x, int64_t m, const Weight& w) {
+  std::vector<float> y(static_cast<size_t>(m * w.rows()), NAN);
+  matmul(x.data(), m, w, y.data());
+  return y;
+}
+
+std::vector<float> run_ref_matmul(const std::vector<float>& x, int64_t m, const Weight& w) {
+  std::vector<float> y(static_cast<size_t>(m * w.rows()));
+  ref::matmul(x.data(), m, w, y.data());
+  return y;
+}
+
+// m spans the GEMV tiles (1..4 rows per pass, 5..8 in two passes) and the oneDNN path;
+// n and k cover row tails (n % 4) and column tails (k % 16, k % 32).
+const MatmulCase kMatmulCases[] = {{1, 37, 100},  {2, 37, 100},    {3, 130, 47},   {4, 64, 64},
+                                   {5, 17, 33},   {7, 37, 100},    {8, 5, 1},      {9, 37, 100},
+                                   {33, 130, 47}, {128, 96, 1024}, {1, 256, 1024}, {2, 7, 2816},
+                                   {1, 2, 31},    {3, 3, 32},      {64, 1, 17}};
+
+TEST(Matmul, F32MatchesReference) {
+  for (bool packed : {false, true}) {
+    for (const MatmulCase& c : kMatmulCases) {
+      SCOPED_TRACE(testing::Message()
+                   << "m=" << c.m << " n=" << c.n << " k=" << c.k << " packed=" << packed);
+      Weight w = random_weight(WeightType::F32, c.n, c.k, 1);
+      if (packed) prepare(w);
+      const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 2);
+      const std::vector<float> expected = run_ref_matmul(x, c.m, w);
+      expect_not_all_zero(expected);
+      EXPECT_LE(relative_error(run_matmul(x, c.m, w), expected, 1.0), kF32Tolerance);
+    }
+  }
+}
+
+// The fast BF16 path rounds x to bf16: it must match the reference fed that rounded x, and
+// differ from the exact product only by that rounding.
+TEST(Matmul, Bf16MatchesReferenceOnRoundedX) {
+  for (bool packed : {false, true}) {
+    for (const MatmulCase& c : kMatmulCases) {
+      SCOPED_TRACE(testing::Message()
+                   << "m=" << c.m << " n=" << c.n << " k=" << c.k << " packed=" << packed);
+      Weight w = random_weight(WeightType::BF16, c.n, c.k, 3);
+      if (packed) prepare(w);
+      const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 4);
+      const std::vector<float> actual = run_matmul(x, c.m, w);
+      const std::vector<float> expected = run_ref_matmul(round_to_bf16(x), c.m, w);
+      expect_not_all_zero(expected);
+      EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance);
+      EXPECT_LE(relative_error(actual, run_ref_matmul(x, c.m, w), 1.0), kBf16XTolerance);
+    }
+  }
+}
+
+// The comparison itself must be sharp enough to see a kernel that mishandles one element:
+// here the last column of one row (the k-tail lane) changes from its true value.
+TEST(Matmul, ComparisonCatchesOneWrongWeight) {
+  for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+    for (int64_t m : {1, 64}) {
+      const int64_t n = 37, k = 100;
+      const Weight w = random_weight(type, n, k, 5);
+      Weight wrong = random_weight(type, n, k, 5);
+      if (type == WeightType::F32) {
+        wrong.f32()[n * k - 1] += 0.25f;
+      } else {
+        wrong.b16()[n * k - 1] = f32_to_bf16(wrong.at(n - 1, k - 1) + 0.25f);
+      }
+      const std::vector<float> x = round_to_bf16(random_values(static_cast<size_t>(m * k), 6));
+      EXPECT_GT(relative_error(run_matmul(x, m, wrong), run_ref_matmul(x, m, w), 1.0),
+                10 * kF32Tolerance);
+    }
+  }
+}
+
+TEST(Matmul, ZeroColumnsGiveZeros) {
+  const Weight w(WeightType::F32, 3, 0);
+  const std::vector<float> y = run_matmul({}, 2, w);
+  EXPECT_EQ(y, std::vector<float>(6, 0.0f));
+}
+
+// ---- row-wise ops -----------------------------------------------------------------------
+
+TEST(RmsNorm, MatchesReference) {
+  for (int64_t rows : {1, 3, 64}) {
+    for (int64_t dim : {1, 7, 100, 1024, 7168}) {
+      SCOPED_TRACE(testing::Message() << "rows=" << rows << " dim=" << dim);
+      const std::vector<float> x = random_values(static_cast<size_t>(rows * dim), 7, -3.0f, 3.0f);
+      const std::vector<float> gamma = random_values(static_cast<size_t>(dim), 8);
+      std::vector<float> expected(x.size()), actual(x.size(), NAN);
+      ref::rms_norm(x.data(), gamma.data(), rows, dim, 1e-6f, expected.data());
+      rms_norm(x.data(), gamma.data(), rows, dim, 1e-6f, actual.data());
+      EXPECT_LE(relative_error(actual, expected, 1e-3), kF32Tolerance);
+      std::vector<float> in_place = x;  // y may alias x
+      rms_norm(in_place.data(), gamma.data(), rows, dim, 1e-6f, in_place.data());
+      EXPECT_LE(relative_error(in_place, expected, 1e-3), kF32Tolerance);
+    }
+  }
+}
+
+TEST(SiluMul, MatchesReference) {
+  for (float range : {4.0f, 100.0f}) {  // 100: exp overflows to inf and underflows to 0
+    for (int64_t rows : {1, 5, 33}) {
+      for (int64_t inter : {1, 17, 512, 2816}) {
+        SCOPED_TRACE(testing::Message()
+                     << "rows=" << rows << " inter=" << inter << " range=" << range);
+        const std::vector<float> gate_up =
+            random_values(static_cast<size_t>(rows * 2 * inter), 9, -range, range);
+        std::vector<float> expected(static_cast<size_t>(rows * inter)),
+            actual(expected.size(), NAN);
+        ref::silu_mul(gate_up.data(), rows, inter, expected.data());
+        silu_mul(gate_up.data(), rows, inter, actual.data());
+        EXPECT_LE(relative_error(actual, expected, 1e-3), kF32Tolerance);
+      }
+    }
+  }
+}
+
+TEST(Softmax, MatchesReference) {
+  for (float range : {1.0f, 30.0f}) {
+    for (int64_t n : {1, 15, 16, 17, 100, 32000}) {
+      SCOPED_TRACE(testing::Message() << "n=" << n << " range=" << range);
+      std::vector<float> expected = random_values(static_cast<size_t>(n), 10, -range, range);
+      if (n > 2) expected[1] = -INFINITY;  // a masked entry
+      std::vector<float> actual = expected;
+      ref::softmax(expected.data(), n);
+      softmax(actual.data(), n);
+      EXPECT_LE(relative_error(actual, expected, 1e-3), kF32Tolerance);
+      if (n > 2) {
+        EXPECT_EQ(actual[1], 0.0f);
+      }
+    }
+  }
+}
+
+TEST(Softmax, LargeLogitsDoNotOverflow) {
+  std::vector<float> x = {1000.0f, 999.0f, -1000.0f};
+  std::vector<float> expected = x;
+  ref::softmax(expected.data(), 3);
+  softmax(x.data(), 3);
+  EXPECT_LE(relative_error(x, expected, 1e-3), kF32Tolerance);
+}
+
+// Vectors `stride` floats apart; the gap after each vector's dim floats must stay untouched.
+TEST(Rope, MatchesReferenceAndKeepsGaps) {
+  for (int64_t dim : {2, 6, 7, 16, 32, 64}) {
+    for (int64_t n_vectors : {1, 16, 100}) {
+      SCOPED_TRACE(testing::Message() << "dim=" << dim << " n_vectors=" << n_vectors);
+      const int64_t stride = dim + 5;
+      std::vector<float> expected = random_values(static_cast<size_t>(n_vectors * stride), 11);
+      std::vector<float> actual = expected;
+      const std::vector<float> angles =
+          random_values(static_cast<size_t>(dim / 2), 12, -3.0f, 3.0f);
+      std::vector<float> cos_theta, sin_theta;
+      for (float a : angles) {
+        cos_theta.push_back(std::cos(a));
+        sin_theta.push_back(std::sin(a));
+      }
+      ref::rope_interleaved(expected.data(), n_vectors, stride, dim, cos_theta.data(),
+                            sin_theta.data());
+      rope_interleaved(actual.data(), n_vectors, stride, dim, cos_theta.data(), sin_theta.data());
+      EXPECT_LE(relative_error(actual, expected, 1e-2), kF32Tolerance);
+    }
+  }
+}
+
+TEST(Route, MatchesReference) {
+  const std::vector<float> logits = random_values(32, 13, -2.0f, 2.0f);
+  const std::vector<float> bias = random_values(32, 14, -0.1f, 0.1f);
+  RouterSpec spec{
+      RouterScoring::Sigmoid, RouterTopk::NoauxTc, 32, 6, 4, 2, true, 2.5f, bias.data()};
+  std::vector<int32_t> ids(6), ref_ids(6);
+  std::vector<float> weights(6), ref_weights(6);
+  route(logits.data(), spec, ids.data(), weights.data());
+  ref::route(logits.data(), spec, ref_ids.data(), ref_weights.data());
+  EXPECT_EQ(ids, ref_ids);
+  EXPECT_EQ(weights, ref_weights);
+}
+
+// ---- attention --------------------------------------------------------------------------
+
+struct AbsorbedCase {
+  int64_t n_q, n_heads, d_latent, d_rope, n_kv;
+};
+
+// kv_slots: n_kv distinct rows of a pool twice as large, in shuffled order, so a kernel that
+// read row j instead of row kv_slots[j] would see different (random, non-zero) data.
+std::vector<int32_t> shuffled_slots(int64_t n_kv, int64_t pool_rows, uint32_t seed) {
+  std::vector<int32_t> slots(static_cast<size_t>(pool_rows));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), std::mt19937(seed));
+  slots.resize(static_cast<size_t>(n_kv));
+  return slots;
+}
+
+// Scale 4/sqrt(d) makes the softmax peaky, so the running max changes between kv blocks.
+void check_absorbed(const AbsorbedCase& c, const std::vector<int32_t>& slots, int64_t pool_rows) {
+  SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " n_heads=" << c.n_heads << " d_latent="
+                                  << c.d_latent << " d_rope=" << c.d_rope << " n_kv=" << c.n_kv);
+  const int64_t d_qk = c.d_latent + c.d_rope;
+  const AbsorbedAttention shape{c.n_q,    c.n_heads, c.d_latent,
+                                c.d_rope, c.n_kv,    4.0f / std::sqrt(static_cast<float>(d_qk))};
+  const std::vector<float> q = random_values(static_cast<size_t>(c.n_q * c.n_heads * d_qk), 15);
+  const std::vector<float> pool = random_values(static_cast<size_t>(pool_rows * d_qk), 16);
+  std::vector<float> expected(static_cast<size_t>(c.n_q * c.n_heads * c.d_latent));
+  std::vector<float> actual(expected.size(), NAN);
+  ref::mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), expected.data());
+  mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), actual.data());
+  expect_not_all_zero(expected);
+  EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance);
+}
+
+TEST(AbsorbedAttention, MatchesReferenceWithShuffledSlots) {
+  const AbsorbedCase cases[] = {{1, 1, 16, 8, 1},       {1, 8, 64, 16, 37},    {3, 8, 64, 16, 100},
+                                {1, 16, 256, 32, 1000}, {5, 3, 20, 7, 70},     {33, 8, 64, 16, 40},
+                                {2, 5, 100, 3, 2},      {4, 16, 256, 32, 300}, {1, 2, 512, 64, 33}};
+  for (const AbsorbedCase& c : cases) {
+    const int64_t pool_rows = 2 * c.n_kv + 5;
+    check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 17), pool_rows);
+  }
+}
+
+// Rows in the pool that are not this sequence's slots must not influence the result: the
+// same slots give the same output whatever the other pool rows hold, and other slots differ.
+TEST(AbsorbedAttention, ReadsOnlyTheGivenSlots) {
+  const AbsorbedAttention shape{2, 4, 32, 8, 50, 0.5f};
+  const int64_t d_qk = 40, pool_rows = 120;
+  const std::vector<int32_t> slots = shuffled_slots(50, pool_rows, 18);
+  const std::vector<float> q = random_values(static_cast<size_t>(2 * 4 * d_qk), 19);
+  std::vector<float> pool = random_values(static_cast<size_t>(pool_rows * d_qk), 20);
+  std::vector<float> first(2 * 4 * 32), second(first.size()), other(first.size());
+  mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), first.data());
+  std::vector<bool> used(pool_rows, false);
+  for (int32_t s : slots) used[static_cast<size_t>(s)] = true;
+  for (int64_t r = 0; r < pool_rows; ++r) {
+    if (!used[static_cast<size_t>(r)]) std::fill_n(pool.begin() + r * d_qk, d_qk, 7.0f);
+  }
+  mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), second.data());
+  EXPECT_EQ(first, second);
+  const std::vector<int32_t> other_slots = shuffled_slots(50, pool_rows, 21);
+  mla_attention_absorbed(shape, q.data(), pool.data(), other_slots.data(), other.data());
+  EXPECT_NE(first, other);
+}
+
+// The thread count decides how many parts a decode token's kv range is split into (1 thread:
+// 2 parts, 3 threads: 6, ...); every split must merge to the same softmax.
+TEST(AbsorbedAttention, MatchesReferenceForOtherThreadCounts) {
+  const int default_threads = omp_get_max_threads();
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(testing::Message() << "threads=" << threads);
+    omp_set_num_threads(threads);
+    for (const AbsorbedCase& c :
+         {AbsorbedCase{1, 16, 256, 32, 1000}, AbsorbedCase{3, 8, 64, 16, 700}}) {
+      const int64_t pool_rows = c.n_kv + 3;
+      check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 25), pool_rows);
+    }
+  }
+  omp_set_num_threads(default_threads);
+}
+
+struct PrefillCase {
+  int64_t n_tokens, n_heads, d_qk, d_v;
+};
+
+TEST(PrefillAttention, MatchesReference) {
+  const PrefillCase cases[] = {{1, 1, 16, 16},     {7, 3, 24, 20}, {33, 8, 96, 64},
+                               {100, 2, 192, 128}, {17, 1, 5, 3},  {64, 16, 96, 64}};
+  for (const PrefillCase& c : cases) {
+    SCOPED_TRACE(testing::Message() << "n_tokens=" << c.n_tokens << " n_heads=" << c.n_heads
+                                    << " d_qk=" << c.d_qk << " d_v=" << c.d_v);
+    const PrefillAttention shape{c.n_tokens, c.n_heads, c.d_qk, c.d_v,
+                                 4.0f / std::sqrt(static_cast<float>(c.d_qk))};
+    const size_t rows = static_cast<size_t>(c.n_tokens * c.n_heads);
+    const std::vector<float> q = random_values(rows * static_cast<size_t>(c.d_qk), 22);
+    const std::vector<float> k = random_values(rows * static_cast<size_t>(c.d_qk), 23);
+    const std::vector<float> v = random_values(rows * static_cast<size_t>(c.d_v), 24);
+    std::vector<float> expected(rows * static_cast<size_t>(c.d_v)), actual(expected.size(), NAN);
+    ref::mla_attention_prefill(shape, q.data(), k.data(), v.data(), expected.data());
+    mla_attention_prefill(shape, q.data(), k.data(), v.data(), actual.data());
+    expect_not_all_zero(expected);
+    EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance);
+  }
+}
+
+}  // namespace
+}  // namespace mlaserve::kernels
