@@ -1,0 +1,135 @@
+// Bad model files give clear errors naming the file and tensor (crafted from a good model).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "model/deepseek.h"
+#include "model/random_model.h"
+#include "model/safetensors.h"
+
+namespace mlaserve::model {
+namespace {
+
+using nlohmann::json;
+
+json tiny_config() {
+  std::ifstream in("tests/data/configs/odd-v2-lite.json");
+  return json::parse(in);
+}
+
+class Loader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("mlaserve-loader-" + std::to_string(::getpid()));
+    write_random_model(tiny_config(), dir_, 1, RandomWeightFormat::BF16);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Rewrites model.safetensors after `edit` changes its tensor list.
+  template <typename Edit>
+  void rewrite(Edit edit) {
+    std::vector<TensorToWrite> tensors;
+    {
+      SafetensorsFile file(dir_ / "model.safetensors");
+      for (const auto& [name, t] : file.tensors()) {
+        tensors.push_back({name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
+      }
+    }
+    edit(tensors);
+    write_safetensors(dir_ / "model.safetensors", tensors);
+  }
+
+  std::string load_error() {
+    try {
+      DeepseekModel model(dir_, kernels::WeightType::F32);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(Loader, GoodModelLoads) { EXPECT_EQ(load_error(), ""); }
+
+TEST_F(Loader, TruncatedFileNamesFileAndTensor) {
+  const auto path = dir_ / "model.safetensors";
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100);
+  const std::string e = load_error();
+  EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensor '"), std::string::npos) << e;
+}
+
+TEST_F(Loader, HeaderLongerThanFile) {
+  std::ofstream(dir_ / "model.safetensors", std::ios::binary) << std::string("\xff\xff\x00\x00\x00\x00\x00\x00{}", 10);
+  EXPECT_NE(load_error().find("header length"), std::string::npos) << load_error();
+}
+
+TEST_F(Loader, HeaderNotJson) {
+  std::string bytes(8, '\0');
+  bytes[0] = 5;
+  bytes += "{nope";
+  std::ofstream(dir_ / "model.safetensors", std::ios::binary) << bytes;
+  EXPECT_NE(load_error().find("not valid JSON"), std::string::npos) << load_error();
+}
+
+TEST_F(Loader, MissingTensorIsNamed) {
+  rewrite([](auto& tensors) {
+    std::erase_if(tensors, [](const TensorToWrite& t) { return t.name == "model.layers.1.self_attn.kv_b_proj.weight"; });
+  });
+  const std::string e = load_error();
+  EXPECT_NE(e.find("missing tensor 'model.layers.1.self_attn.kv_b_proj.weight'"), std::string::npos) << e;
+}
+
+TEST_F(Loader, ShapeDisagreeingWithConfigIsNamed) {
+  rewrite([](auto& tensors) {
+    for (auto& t : tensors) {
+      if (t.name == "model.layers.2.mlp.experts.3.up_proj.weight") t.shape = {t.shape[1], t.shape[0]};
+    }
+  });
+  const std::string e = load_error();
+  EXPECT_NE(e.find("'model.layers.2.mlp.experts.3.up_proj.weight' has shape [64, 20]"), std::string::npos) << e;
+  EXPECT_NE(e.find("config implies [20, 64]"), std::string::npos) << e;
+}
+
+TEST_F(Loader, UnsupportedDtypeIsNamed) {
+  auto path = dir_ / "model.safetensors";
+  std::string header = "{\"x\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  std::ofstream(path, std::ios::binary) << bytes << header << "abcd";
+  const std::string e = load_error();
+  EXPECT_NE(e.find("tensor 'x' has dtype F16"), std::string::npos) << e;
+}
+
+TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
+  auto expect_error = [](json cfg, const std::string& needle) {
+    try {
+      ModelConfig::from_json(cfg, "config.json");
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const json c = tiny_config();
+  auto with = [&](const json& patch) {
+    json changed = c;
+    for (const auto& [key, value] : patch.items()) changed[key] = value;
+    return changed;
+  };
+  expect_error(with(json({{"model_type", "llama"}})), "model_type 'llama'");
+  expect_error(with(json({{"topk_method", "sinkhorn"}})), "topk_method 'sinkhorn'");
+  expect_error(with(json({{"scoring_func", "relu"}})), "scoring_func 'relu'");
+  expect_error(with(json({{"hidden_act", "gelu"}})), "hidden_act 'gelu'");
+  expect_error(with(json({{"hidden_size", "big"}})), "'hidden_size' has the wrong type");
+  expect_error(with(json({{"kv_lora_rank", nullptr}})), "missing required key 'kv_lora_rank'");
+  expect_error(with(json({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}})), "rope_scaling type 'linear'");
+  expect_error(with(json({{"quantization_config", {{"quant_method", "awq"}}}})), "quant_method 'awq'");
+  expect_error(with(json({{"n_group", 3}})), "not divisible by n_group 3");
+}
+
+}  // namespace
+}  // namespace mlaserve::model
