@@ -1,0 +1,189 @@
+#include "tokenizer/bpe.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "tokenizer/byte_level.h"
+
+namespace mlaserve::tokenizer {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxCachedWords = 1 << 17;
+constexpr size_t kMaxCachedWordBytes = 256;
+
+void check_supported_options(const json& model) {
+  const std::string type = model.value("type", "BPE");
+  if (type != "BPE") fail("tokenizer model type '{}' is not supported (only BPE)", type);
+  if (model.contains("dropout") && !model["dropout"].is_null()) {
+    fail("BPE dropout is not supported (encoding would not be deterministic)");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && !model[key].is_null() && model[key] != "") {
+      fail("BPE option '{}' is not supported in byte-level BPE", key);
+    }
+  }
+  if (model.value("byte_fallback", false)) fail("BPE byte_fallback is not supported");
+}
+
+// A merge is either the string "left right" or the pair ["left", "right"].
+std::pair<std::string_view, std::string_view> merge_operands(const json& merge) {
+  if (merge.is_array() && merge.size() == 2) {
+    return {merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>()};
+  }
+  if (merge.is_string()) {
+    const std::string& text = merge.get_ref<const std::string&>();
+    const size_t space = text.find(' ');
+    if (space != std::string::npos && text.find(' ', space + 1) == std::string::npos) {
+      return {std::string_view(text).substr(0, space), std::string_view(text).substr(space + 1)};
+    }
+  }
+  fail("BPE merge {} is neither \"left right\" nor [\"left\", \"right\"]", merge.dump());
+}
+
+// A symbol of the word being merged; merged-away symbols keep id -1. Symbols form a doubly
+// linked list so that a merge is O(1).
+struct Symbol {
+  int32_t id;
+  int32_t prev;
+  int32_t next;
+};
+
+// A possible merge of the symbol at `left` with its right neighbour, as it was when queued.
+struct Candidate {
+  int32_t rank;
+  int32_t left;
+  int32_t left_id;
+  int32_t right_id;
+  int32_t merged_id;
+  // Heap order: lowest rank first, then leftmost.
+  bool operator<(const Candidate& other) const {
+    return rank != other.rank ? rank > other.rank : left > other.left;
+  }
+};
+
+}  // namespace
+
+BpeModel::BpeModel(const json& model) {
+  check_supported_options(model);
+  const json& vocab = model.at("vocab");
+  vocabulary_.reserve(vocab.size());
+  for (const auto& [token, id] : vocab.items()) vocabulary_.emplace(token, id.get<int32_t>());
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    const auto found = vocabulary_.find(byte_level::bytes_to_symbols(std::string(1, char(byte))));
+    byte_ids_[byte] = found == vocabulary_.end() ? -1 : found->second;
+  }
+  if (model.contains("unk_token") && !model["unk_token"].is_null()) {
+    const std::string unk = model["unk_token"].get<std::string>();
+    const auto found = vocabulary_.find(unk);
+    if (found == vocabulary_.end()) fail("BPE unk_token '{}' is not in the vocabulary", unk);
+    unk_id_ = found->second;
+  }
+  fuse_unk_ = model.value("fuse_unk", false);
+  ignore_merges_ = model.value("ignore_merges", false);
+  read_merges(model.at("merges"));
+}
+
+void BpeModel::read_merges(const json& merges) {
+  merges_ = MergeTable(merges.size());
+  auto id_of = [&](std::string_view token, const json& merge) {
+    const auto found = vocabulary_.find(token);
+    if (found == vocabulary_.end()) {
+      fail("BPE merge {} uses '{}', which is not in the vocabulary", merge.dump(), token);
+    }
+    return found->second;
+  };
+  std::string merged;
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto [left, right] = merge_operands(merges[rank]);
+    merged.assign(left).append(right);
+    const MergeRule rule{static_cast<int32_t>(rank), id_of(merged, merges[rank])};
+    merges_.insert(id_of(left, merges[rank]), id_of(right, merges[rank]), rule);
+  }
+}
+
+void BpeModel::encode(std::string_view piece, std::vector<int32_t>& ids) const {
+  if (ignore_merges_) {
+    const auto whole = vocabulary_.find(byte_level::bytes_to_symbols(piece));
+    if (whole != vocabulary_.end()) {
+      ids.push_back(whole->second);
+      return;
+    }
+  }
+  if (piece.size() > kMaxCachedWordBytes) {
+    apply_merges(piece, ids);
+    return;
+  }
+  {
+    std::lock_guard lock(cache_->mutex);
+    const auto cached = cache_->ids.find(piece);
+    if (cached != cache_->ids.end()) {
+      ids.insert(ids.end(), cached->second.begin(), cached->second.end());
+      return;
+    }
+  }
+  const size_t first = ids.size();
+  apply_merges(piece, ids);
+  std::lock_guard lock(cache_->mutex);
+  if (cache_->ids.size() >= kMaxCachedWords) cache_->ids.clear();
+  cache_->ids.emplace(std::string(piece), std::vector<int32_t>(ids.begin() + first, ids.end()));
+}
+
+void BpeModel::append_initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const {
+  bool previous_unknown = false;
+  for (const char byte : piece) {
+    const int32_t id = byte_ids_[static_cast<uint8_t>(byte)];
+    if (id >= 0) {
+      symbols.push_back(id);
+      previous_unknown = false;
+    } else if (unk_id_ && !(fuse_unk_ && previous_unknown)) {
+      symbols.push_back(*unk_id_);
+      previous_unknown = true;
+    }
+    // Without an unk token, HF drops a symbol that is not in the vocabulary.
+  }
+}
+
+void BpeModel::apply_merges(std::string_view piece, std::vector<int32_t>& ids) const {
+  thread_local std::vector<int32_t> initial;
+  thread_local std::vector<Symbol> symbols;
+  thread_local std::vector<Candidate> queue;
+  initial.clear();
+  append_initial_symbols(piece, initial);
+  const auto count = static_cast<int32_t>(initial.size());
+  symbols.resize(initial.size());
+  for (int32_t i = 0; i < count; ++i) symbols[i] = {initial[i], i - 1, i + 1 < count ? i + 1 : -1};
+
+  queue.clear();
+  auto enqueue = [&](int32_t left) {
+    if (left < 0 || symbols[left].next < 0) return;
+    const int32_t right_id = symbols[symbols[left].next].id;
+    if (const auto rule = merges_.find(symbols[left].id, right_id)) {
+      queue.push_back({rule->rank, left, symbols[left].id, right_id, rule->merged_id});
+      std::push_heap(queue.begin(), queue.end());
+    }
+  };
+  for (int32_t i = 0; i + 1 < count; ++i) enqueue(i);
+
+  while (!queue.empty()) {
+    std::pop_heap(queue.begin(), queue.end());
+    const Candidate candidate = queue.back();
+    queue.pop_back();
+    Symbol& left = symbols[candidate.left];
+    // Skip candidates that earlier merges made stale.
+    if (left.id != candidate.left_id || left.next < 0) continue;
+    Symbol& right = symbols[left.next];
+    if (right.id != candidate.right_id) continue;
+    left.id = candidate.merged_id;
+    right.id = -1;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = candidate.left;
+    enqueue(left.prev);
+    enqueue(candidate.left);
+  }
+  for (int32_t i = count > 0 ? 0 : -1; i >= 0; i = symbols[i].next) ids.push_back(symbols[i].id);
+}
+
+}  // namespace mlaserve::tokenizer

@@ -1,0 +1,59 @@
+// The byte-level BPE model (tokenizer.json "model" of type BPE): turns one pre-tokenized piece of
+// raw bytes into vocabulary ids by applying the merge rules in rank order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/merge_table.h"
+
+namespace mlaserve::tokenizer {
+
+// Hash for string keys that also accepts string_view, so lookups need not build a std::string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+};
+using Vocabulary = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+class BpeModel {
+ public:
+  // Reads tokenizer.json's "model". Errors name what is unsupported (another model type, dropout,
+  // subword prefixes/suffixes, byte fallback) or inconsistent (a merge of unknown tokens).
+  explicit BpeModel(const nlohmann::json& model);
+
+  // Appends the ids of `piece` (raw bytes, one pre-tokenized word) to `ids`. Thread-safe.
+  void encode(std::string_view piece, std::vector<int32_t>& ids) const;
+
+  // Token strings are spelled in the byte-level alphabet (e.g. "Ġthe").
+  const Vocabulary& vocabulary() const { return vocabulary_; }
+
+ private:
+  void read_merges(const nlohmann::json& merges);
+  void apply_merges(std::string_view piece, std::vector<int32_t>& ids) const;
+  void append_initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const;
+
+  // Recently encoded words, since text repeats words; cleared when it grows too big.
+  struct WordCache {
+    std::mutex mutex;
+    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> ids;
+  };
+
+  Vocabulary vocabulary_;
+  MergeTable merges_{0};
+  std::array<int32_t, 256> byte_ids_{};  // id of each byte's one-character token, -1 if none
+  std::optional<int32_t> unk_id_;        // stands for bytes without a token, if set
+  bool fuse_unk_ = false;                // consecutive unknown bytes give one unk id
+  bool ignore_merges_ = false;           // a piece that is itself in the vocabulary is one token
+  std::unique_ptr<WordCache> cache_ = std::make_unique<WordCache>();
+};
+
+}  // namespace mlaserve::tokenizer

@@ -1,0 +1,47 @@
+// The pre-tokenizer: cuts ordinary text into the pieces ("words") that BPE encodes one by one.
+#pragma once
+
+#include <deque>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tokenizer/regex.h"
+
+namespace mlaserve::tokenizer {
+
+// What a Split step does with the text its pattern matches (HF SplitDelimiterBehavior).
+enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+struct SplitStep {
+  Regex pattern;
+  SplitBehavior behavior;
+  bool invert;  // the pattern describes the pieces rather than the delimiters
+};
+
+// HF ByteLevel: optionally prefixes a space and splits with the GPT-2 regex. Its byte-to-character
+// mapping is not done here: the BPE model works on raw bytes and maps them to symbol ids itself.
+struct ByteLevelStep {
+  bool add_prefix_space;
+  std::vector<Regex> gpt2_split;  // empty when use_regex is false, else the one GPT-2 regex
+};
+
+class PreTokenizer {
+ public:
+  // Builds the steps from tokenizer.json's "pre_tokenizer". Supported: Sequence, Split (Regex or
+  // String pattern) and ByteLevel, which must come last since only byte-level BPE is supported.
+  static PreTokenizer from_json(const nlohmann::json& config);
+
+  // Appends the pieces of `text` to `pieces`. They point into `text`, or into `arena` when a step
+  // adds characters (ByteLevel's prefix space).
+  void split(std::string_view text, std::vector<std::string_view>& pieces,
+             std::deque<std::string>& arena) const;
+
+ private:
+  using Step = std::variant<SplitStep, ByteLevelStep>;
+  std::vector<Step> steps_;
+};
+
+}  // namespace mlaserve::tokenizer

@@ -1,0 +1,73 @@
+// A HuggingFace tokenizer.json tokenizer (byte-level BPE, as used by DeepSeek-V2/V3), with the
+// chat template from tokenizer_config.json. Semantics follow HF `tokenizers` and Python
+// `transformers`; see tests/data/tokenizer/README.md for what the golden cases check.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlaserve::tokenizer {
+
+struct TokenizerState;
+
+class Tokenizer {
+ public:
+  // Loads `dir`/tokenizer.json and, if present, `dir`/tokenizer_config.json (BOS/EOS, whether
+  // encode adds them, and the chat template). Throws mlaserve::Error naming the file and the
+  // unsupported or malformed part.
+  static Tokenizer load(const std::filesystem::path& dir);
+
+  // Encodes UTF-8 text (an Error if it is not valid UTF-8). add_special_tokens adds what HF
+  // Python adds: BOS/EOS per tokenizer_config's add_bos_token/add_eos_token when it has them,
+  // otherwise what tokenizer.json's post_processor adds.
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
+
+  // Decodes ids to text; byte sequences that are not valid UTF-8 become U+FFFD. An id that is
+  // not in the vocabulary is an Error. skip_special_tokens drops added tokens marked special.
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
+
+  int32_t vocab_size() const;  // largest id + 1
+  std::optional<int32_t> bos_id() const;
+  std::optional<int32_t> eos_id() const;
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  std::string id_to_token(int32_t id) const;  // vocabulary spelling, e.g. "Ġthe"
+  // The raw bytes `id` decodes to (possibly part of a UTF-8 character).
+  std::string_view id_to_bytes(int32_t id) const;
+  bool is_special(int32_t id) const;  // dropped by skip_special_tokens
+
+  bool has_chat_template() const;
+  // Renders the chat template for `messages` (a JSON array of {role, content, ...}) with the
+  // variables HF passes: messages, add_generation_prompt, bos_token, eos_token, pad_token,
+  // unk_token.
+  std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt) const;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const TokenizerState> state);
+  void check_id(int32_t id) const;
+  std::shared_ptr<const TokenizerState> state_;
+};
+
+// Decodes a stream of ids one at a time (for streaming generation): each push returns the text
+// that is complete so far and holds back the bytes of a character that is not finished yet.
+// The concatenation of all pushes and the final flush equals Tokenizer::decode of all the ids.
+class IncrementalDecoder {
+ public:
+  IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens);
+  std::string push(int32_t id);
+  // Returns what was held back, with U+FFFD for an unfinished character, and resets.
+  std::string flush();
+
+ private:
+  Tokenizer tokenizer_;
+  bool skip_special_tokens_;
+  std::string pending_;  // the start of an unfinished UTF-8 character
+};
+
+}  // namespace mlaserve::tokenizer

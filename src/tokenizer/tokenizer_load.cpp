@@ -1,0 +1,176 @@
+// Tokenizer::load: reads tokenizer.json and tokenizer_config.json into a TokenizerState.
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/special_tokens.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_state.h"
+#include "tokenizer/utf8.h"
+
+namespace mlaserve::tokenizer {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+json read_json_file(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) fail("cannot open {}", path.string());
+  std::stringstream contents;
+  contents << file.rdbuf();
+  try {
+    return json::parse(contents.str());
+  } catch (const json::parse_error& e) {
+    fail("{} is not valid JSON: {}", path.string(), e.what());
+  }
+}
+
+// Only an empty normalizer is supported: DeepSeek's tokenizers normalize nothing.
+void check_normalizer(const json& normalizer) {
+  if (normalizer.is_null()) return;
+  const std::string type = normalizer.at("type").get<std::string>();
+  if (type != "Sequence") fail("normalizer type '{}' is not supported", type);
+  for (const json& child : normalizer.at("normalizers")) check_normalizer(child);
+}
+
+void check_decoder(const json& decoder) {
+  if (decoder.is_null()) fail("decoder is null; byte-level BPE needs a ByteLevel decoder");
+  const std::string type = decoder.at("type").get<std::string>();
+  if (type != "ByteLevel") fail("decoder type '{}' is not supported (only ByteLevel)", type);
+}
+
+std::vector<AddedToken> read_added_tokens(const json& list) {
+  std::vector<AddedToken> tokens;
+  for (const json& entry : list) {
+    if (entry.value("single_word", false)) {
+      fail("added token {} has single_word=true, which is not supported",
+           entry.at("content").dump());
+    }
+    tokens.push_back({entry.at("id").get<int32_t>(), entry.at("content").get<std::string>(),
+                      entry.value("special", false), entry.value("lstrip", false),
+                      entry.value("rstrip", false), entry.value("normalized", false)});
+    if (tokens.back().id < 0) fail("added token {} has a negative id", entry.at("content").dump());
+  }
+  return tokens;
+}
+
+std::vector<AddedToken> tokens_with_normalized(const std::vector<AddedToken>& tokens, bool value) {
+  std::vector<AddedToken> selected;
+  for (const AddedToken& token : tokens) {
+    if (token.normalized == value) selected.push_back(token);
+  }
+  return selected;
+}
+
+// Fills the per-id tables from the vocabulary, then the added tokens, which take precedence.
+void build_id_tables(TokenizerState& state) {
+  int32_t max_id = -1;
+  for (const auto& [token, id] : state.model.vocabulary()) {
+    if (id < 0) fail("vocabulary token '{}' has a negative id", token);
+    max_id = std::max(max_id, id);
+  }
+  for (const AddedToken& token : state.added_tokens) max_id = std::max(max_id, token.id);
+  const auto size = static_cast<size_t>(max_id + 1);
+  state.token_of_id.assign(size, {});
+  state.known_id.assign(size, false);
+  state.special_id.assign(size, false);
+  auto set_token = [&](int32_t id, const std::string& token) {
+    if (utf8::first_invalid_offset(token)) fail("token {} is not valid UTF-8", id);
+    state.token_of_id[id] = token;
+    state.known_id[id] = true;
+  };
+  for (const auto& [token, id] : state.model.vocabulary()) set_token(id, token);
+  for (const AddedToken& token : state.added_tokens) {
+    set_token(token.id, token.content);
+    state.special_id[token.id] = token.special;
+  }
+  state.bytes_of_id.resize(size);
+  for (size_t id = 0; id < size; ++id) {
+    state.bytes_of_id[id] = byte_level::symbols_to_bytes(state.token_of_id[id]);
+  }
+}
+
+std::optional<std::string> read_template_source(const json& config, const fs::path& dir) {
+  if (config.contains("chat_template") && !config["chat_template"].is_null()) {
+    const json& value = config["chat_template"];
+    if (value.is_string()) return value.get<std::string>();
+    // A list of named templates: the one named "default" is what apply_chat_template uses.
+    for (const json& named : value) {
+      if (named.at("name") == "default") return named.at("template").get<std::string>();
+    }
+    fail("tokenizer_config.json chat_template has no template named 'default'");
+  }
+  const fs::path separate_file = dir / "chat_template.jinja";
+  if (!fs::exists(separate_file)) return std::nullopt;
+  std::ifstream file(separate_file, std::ios::binary);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
+  ChatTemplateSetup setup;
+  for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
+    if (const auto token = config_token(config, key)) setup.special_token_variables[key] = *token;
+  }
+  const std::optional<std::string> source = read_template_source(config, dir);
+  if (!source) return setup;
+  // A template this interpreter cannot parse must not stop encode/decode from working, so the
+  // error is kept and raised when the template is used.
+  try {
+    setup.chat_template.emplace(*source);
+  } catch (const Error& e) {
+    setup.unusable_reason = e.what();
+  }
+  return setup;
+}
+
+std::shared_ptr<TokenizerState> build_state(const json& tokenizer, const json& config,
+                                            const fs::path& dir) {
+  check_normalizer(tokenizer.value("normalizer", json()));
+  check_decoder(tokenizer.value("decoder", json()));
+  auto state = std::make_shared<TokenizerState>(
+      BpeModel(tokenizer.at("model")),
+      PreTokenizer::from_json(tokenizer.value("pre_tokenizer", json())),
+      read_added_tokens(tokenizer.value("added_tokens", json::array())));
+  build_id_tables(*state);
+  const TokenLookup lookup = [&](std::string_view token) { return state->find_token(token); };
+  state->special_token_ids =
+      special_token_ids(tokenizer.value("post_processor", json()), config, lookup);
+  if (const auto bos = config_token(config, "bos_token")) state->bos_id = lookup(*bos);
+  if (const auto eos = config_token(config, "eos_token")) state->eos_id = lookup(*eos);
+  state->chat = read_chat_setup(config, dir);
+  return state;
+}
+
+}  // namespace
+
+TokenizerState::TokenizerState(BpeModel bpe, PreTokenizer pre, std::vector<AddedToken> added)
+    : model(std::move(bpe)),
+      pre_tokenizer(std::move(pre)),
+      added_tokens(std::move(added)),
+      raw_text_matcher(tokens_with_normalized(added_tokens, false)),
+      normalized_text_matcher(tokens_with_normalized(added_tokens, true)) {
+  for (const AddedToken& token : added_tokens) added_token_ids.emplace(token.content, token.id);
+}
+
+Tokenizer Tokenizer::load(const fs::path& dir) {
+  const fs::path tokenizer_path = dir / "tokenizer.json";
+  const fs::path config_path = dir / "tokenizer_config.json";
+  if (!fs::exists(tokenizer_path))
+    fail("tokenizer directory {} has no tokenizer.json", dir.string());
+  const json tokenizer = read_json_file(tokenizer_path);
+  const json config = fs::exists(config_path) ? read_json_file(config_path) : json::object();
+  try {
+    return Tokenizer(build_state(tokenizer, config, dir));
+  } catch (const json::exception& e) {
+    fail("tokenizer in {} is malformed: {}", dir.string(), e.what());
+  } catch (const Error& e) {
+    fail("tokenizer in {}: {}", dir.string(), e.what());
+  }
+}
+
+}  // namespace mlaserve::tokenizer
