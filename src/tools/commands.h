@@ -7,5 +7,6 @@ namespace mlaserve::tools {
 
 void add_make_model(CLI::App& app);
 void add_eval(CLI::App& app);
+void add_tokenizer_commands(CLI::App& app);
 
 }  // namespace mlaserve::tools
