@@ -91,7 +91,7 @@ class Parser {
       const Token& token = peek();
       if (token.kind == TokenKind::kEnd) {
         if (terminators.size() == 0) return body;
-        fail_at(token.line, "missing {{% {} %}}", *terminators.begin());
+        fail_at(token.line, "missing {{% {} %}}", *(terminators.end() - 1));
       }
       if (token.kind == TokenKind::kText) {
         body.emplace_back(TextStatement{next().text}, token.line);
