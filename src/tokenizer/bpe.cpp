@@ -98,9 +98,10 @@ void BpeModel::read_merges(const json& merges) {
   std::string merged;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto [left, right] = merge_operands(merges[rank]);
+    const int32_t left_id = id_of(left, merges[rank]);
+    const int32_t right_id = id_of(right, merges[rank]);
     merged.assign(left).append(right);
-    const MergeRule rule{static_cast<int32_t>(rank), id_of(merged, merges[rank])};
-    merges_.insert(id_of(left, merges[rank]), id_of(right, merges[rank]), rule);
+    merges_.insert(left_id, right_id, {static_cast<int32_t>(rank), id_of(merged, merges[rank])});
   }
 }
 

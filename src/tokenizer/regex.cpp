@@ -112,7 +112,8 @@ Regex::Regex(std::string_view pattern, bool literal) : pattern_(pattern) {
   const std::string source = literal ? std::string(pattern) : translate_oniguruma(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  // PCRE2_LITERAL allows no UCP, which a literal does not need anyway.
+  const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   pcre2_code* compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
                                        options, &error_code, &error_offset, nullptr);
   if (compiled == nullptr) {
