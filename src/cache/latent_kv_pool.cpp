@@ -1,22 +1,33 @@
 #include "cache/latent_kv_pool.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "core/error.h"
 
 namespace mlaserve::cache {
 
+namespace {
+
+void check_capacity(int64_t capacity) {
+  if (capacity <= 0 || capacity > INT32_MAX) fail("KV pool capacity {} tokens is out of range", capacity);
+}
+
+}  // namespace
+
 LatentKvPool::LatentKvPool(int64_t n_layers, int64_t row_dim, int64_t capacity_tokens)
     : n_layers_(n_layers), row_dim_(row_dim), capacity_(capacity_tokens) {
-  if (capacity_tokens <= 0 || capacity_tokens > INT32_MAX) {
-    fail("KV pool capacity {} tokens is out of range", capacity_tokens);
-  }
+  check_capacity(capacity_tokens);
   data_.resize(static_cast<size_t>(n_layers_ * capacity_ * row_dim_));
+}
+
+SlotAllocator::SlotAllocator(int64_t capacity_tokens) : capacity_(capacity_tokens) {
+  check_capacity(capacity_tokens);
   free_.reserve(static_cast<size_t>(capacity_));
   for (int64_t s = capacity_ - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
 }
 
-std::vector<int32_t> LatentKvPool::allocate(int64_t n) {
+std::vector<int32_t> SlotAllocator::allocate(int64_t n) {
   if (n > free_slots()) fail("KV cache full: need {} token slots, {} free of {}", n, free_slots(), capacity_);
   std::vector<int32_t> slots(free_.end() - n, free_.end());
   std::reverse(slots.begin(), slots.end());
@@ -24,7 +35,7 @@ std::vector<int32_t> LatentKvPool::allocate(int64_t n) {
   return slots;
 }
 
-void LatentKvPool::release(std::span<const int32_t> slots) {
+void SlotAllocator::release(std::span<const int32_t> slots) {
   for (auto it = slots.rbegin(); it != slots.rend(); ++it) free_.push_back(*it);
 }
 

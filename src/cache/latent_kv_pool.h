@@ -1,6 +1,9 @@
-// Token-granular pool of MLA latent KV rows: per layer and token, the normalised c_kv followed
-// by the roped k_pe (kv_lora_rank + qk_rope_head_dim values, 576 for V2/V3). A sequence owns a
-// list of slots; attention reads the pool through that list.
+// Token-granular MLA latent KV storage and its slot allocator.
+//
+// LatentKvPool holds, per layer and token slot, the normalised c_kv followed by the roped k_pe
+// (kv_lora_rank + qk_rope_head_dim values, 576 for V2/V3). SlotAllocator hands out slots; it is
+// metadata only, so rank 0 can own the allocators of every DP group while each rank holds the
+// storage of its own group.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,17 @@ class LatentKvPool {
   const float* layer(int64_t l) const { return data_.data() + l * capacity_ * row_dim_; }
   int64_t row_dim() const { return row_dim_; }
   int64_t capacity() const { return capacity_; }
+
+ private:
+  int64_t n_layers_, row_dim_, capacity_;
+  std::vector<float> data_;  // [n_layers, capacity, row_dim]
+};
+
+class SlotAllocator {
+ public:
+  explicit SlotAllocator(int64_t capacity_tokens);
+
+  int64_t capacity() const { return capacity_; }
   int64_t free_slots() const { return static_cast<int64_t>(free_.size()); }
 
   // n free slots (lowest first); throws mlaserve::Error when fewer than n are free.
@@ -28,9 +42,8 @@ class LatentKvPool {
   void release(std::span<const int32_t> slots);
 
  private:
-  int64_t n_layers_, row_dim_, capacity_;
-  std::vector<float> data_;     // [n_layers, capacity, row_dim]
-  std::vector<int32_t> free_;   // stack of free slots, lowest on top
+  int64_t capacity_;
+  std::vector<int32_t> free_;  // stack of free slots, lowest on top
 };
 
 }  // namespace mlaserve::cache

@@ -73,10 +73,11 @@ std::vector<float> DeepseekModel::forward(const StepInput& in, cache::LatentKvPo
   embed(in.tokens, x.data(), comm);
 
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    comm.begin_layer(l);
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     // x = x + MLA(RMSNorm(x)); attention runs on this group's tokens with this rank's heads.
     kernels::rms_norm(x.data(), w.attn_norm.data(), T, H, eps, h.data());
-    attention(l, in, h.data(), kv, attn_out.data());
+    attention(l, in, h.data(), kv, comm, attn_out.data());
     comm.attention_to_mlp(attn_out.data(), x.data(), T, H, ffn_in);  // ffn_in: [N, H], all groups
 
     // x = x + FFN(RMSNorm(x)); tensor-parallel over every rank, on every group's tokens.
@@ -114,7 +115,7 @@ void DeepseekModel::embed(const std::vector<int32_t>& tokens, float* x, StepComm
 // Multi-head Latent Attention over this rank's heads; out [T, H] holds this rank's o_proj
 // partial sums (the group reduction happens in StepComm::attention_to_mlp).
 void DeepseekModel::attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv,
-                              float* out) {
+                              StepComm& comm, float* out) {
   const AttentionWeights& w = layers_[static_cast<size_t>(layer)].attn;
   const int64_t T = static_cast<int64_t>(in.tokens.size());
   const int64_t q_lora = cfg_.q_lora_rank, kvl = cfg_.kv_lora_rank, rope = cfg_.qk_rope_head_dim;
@@ -122,9 +123,18 @@ void DeepseekModel::attention(int64_t layer, const StepInput& in, const float* x
   const int64_t nh = heads_.size(), A = w.qkv_a.rows();
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
-  // Down-projections, one fused GEMM: [T, H] -> [T, A] = [q latent | c_kv | k_pe].
+  // Down-projections, one fused GEMM: [T, H] -> [T, A] = [q latent | c_kv | k_pe]. The weight
+  // is replicated; with dp_linear each rank of the group computes a token shard and the shards
+  // are all-gathered: the same rows as every rank computing all of them, for 1/P of the FLOPs.
   std::vector<float> qkv_a(static_cast<size_t>(T * A));
-  linear(FlopKind::QkvA, x, T, w.qkv_a, qkv_a.data());
+  if (comm.shard_tokens(T)) {
+    const Range shard = comm.token_shard(T);
+    std::vector<float> part(static_cast<size_t>(shard.size() * A));
+    linear(FlopKind::QkvA, x + shard.begin * cfg_.hidden_size, shard.size(), w.qkv_a, part.data());
+    comm.gather_token_rows(part.data(), T, A, qkv_a.data());
+  } else {
+    linear(FlopKind::QkvA, x, T, w.qkv_a, qkv_a.data());
+  }
 
   // Queries [T, nh, qk]: up-projection of the normalised q latent (or q_proj of x, V2-Lite).
   std::vector<float> q(static_cast<size_t>(T * nh * qk));

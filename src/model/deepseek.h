@@ -86,7 +86,8 @@ class DeepseekModel {
  private:
   void load(const std::filesystem::path& dir, kernels::WeightType type);
   void embed(const std::vector<int32_t>& tokens, float* x, StepComm& comm) const;
-  void attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv, float* out);
+  void attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv, StepComm& comm,
+                 float* out);
   void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q, const float* latent,
                      float* o);
   void attend_absorbed(const AttentionWeights& w, const SequenceStep& seq, const float* q,

@@ -17,6 +17,10 @@ void SingleRankComm::mlp_to_attention(const float* mlp_partial, float* residual,
   for (int64_t i = 0; i < n; ++i) residual[i] += mlp_partial[i];
 }
 
+void SingleRankComm::gather_token_rows(const float* shard, int64_t n_tokens, int64_t width, float* rows) {
+  std::copy(shard, shard + n_tokens * width, rows);
+}
+
 void SingleRankComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
                                   float* logits) {
   std::copy(logits_shard, logits_shard + rows * vocab, logits);

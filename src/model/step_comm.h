@@ -6,11 +6,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/sharding.h"
+
 namespace mlaserve::model {
 
 class StepComm {
  public:
   virtual ~StepComm() = default;
+
+  // Called at the start of every layer (collective checks name the layer).
+  virtual void begin_layer(int64_t /*layer*/) {}
+
+  // dp_linear: whether this step computes the replicated q_a/kv_a GEMM on a token shard, which
+  // rows of the group's T tokens this rank computes, and the all-gather of the shards.
+  virtual bool shard_tokens(int64_t /*n_tokens*/) const { return false; }
+  virtual Range token_shard(int64_t n_tokens) const { return {0, n_tokens}; }
+  virtual void gather_token_rows(const float* shard, int64_t n_tokens, int64_t width, float* rows) = 0;
 
   // Sum a buffer over the attention TP group (vocab-parallel embedding lookup).
   virtual void sum_over_attn_tp(float* data, int64_t count) = 0;
@@ -34,6 +45,7 @@ class StepComm {
 class SingleRankComm final : public StepComm {
  public:
   void sum_over_attn_tp(float*, int64_t) override {}
+  void gather_token_rows(const float* shard, int64_t n_tokens, int64_t width, float* rows) override;
   void attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local,
                         int64_t hidden, std::vector<float>& mlp_input) override;
   void mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,

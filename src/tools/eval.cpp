@@ -1,13 +1,18 @@
-// mlaserve eval: prompt logits and greedy continuations for token-id prompts (golden tests).
+// mlaserve eval: prompt logits and greedy continuations for token-id prompts (golden tests),
+// on any parallel layout.
+#include <mpi.h>
 #include <spdlog/spdlog.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "model/static_batch.h"
+#include "engine/launch.h"
+#include "engine/static_planner.h"
+#include "engine/worker.h"
 #include "tools/commands.h"
 #include "tools/model_options.h"
+#include "tools/parallel_options.h"
 
 namespace mlaserve::tools {
 
@@ -17,83 +22,103 @@ using nlohmann::json;
 
 struct EvalOptions {
   ModelOptions model;
+  ParallelFlags parallel;
   std::string input, output;
   int64_t max_new_tokens = 16;
+  int64_t prefill_per_step = 0;
   bool all_logits = false, step_logits = false;
 };
 
-std::vector<std::vector<int32_t>> read_prompts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot open --input {}", path);
+std::vector<engine::StaticRequest> read_requests(const EvalOptions& o) {
+  std::ifstream in(o.input);
+  if (!in) fail("cannot open --input {}", o.input);
   json j;
   try {
     j = json::parse(in);
   } catch (const json::parse_error& e) {
-    fail("{}: invalid JSON: {}", path, e.what());
+    fail("{}: invalid JSON: {}", o.input, e.what());
   }
   if (!j.is_object() || !j.contains("prompts") || !j["prompts"].is_array()) {
-    fail("{}: expected {{\"prompts\": [{{\"ids\": [...]}}, ...]}}", path);
+    fail("{}: expected {{\"prompts\": [{{\"ids\": [...]}}, ...]}}", o.input);
   }
-  std::vector<std::vector<int32_t>> prompts;
+  std::vector<engine::StaticRequest> requests;
   for (const auto& p : j["prompts"]) {
-    if (!p.is_object() || !p.contains("ids") || !p["ids"].is_array()) fail("{}: each prompt needs an \"ids\" array", path);
-    std::vector<int32_t> ids;
+    if (!p.is_object() || !p.contains("ids") || !p["ids"].is_array()) fail("{}: each prompt needs an \"ids\" array", o.input);
+    engine::StaticRequest r;
     for (const auto& id : p["ids"]) {
-      if (!id.is_number_integer()) fail("{}: token ids must be integers, got {}", path, id.dump());
-      ids.push_back(id.get<int32_t>());
+      if (!id.is_number_integer()) fail("{}: token ids must be integers, got {}", o.input, id.dump());
+      r.prompt.push_back(id.get<int32_t>());
     }
-    prompts.push_back(std::move(ids));
+    r.max_new_tokens = o.max_new_tokens;
+    r.all_logits = o.all_logits;
+    r.return_logits = true;
+    requests.push_back(std::move(r));
   }
-  return prompts;
+  return requests;
 }
 
-json rows_json(const float* data, int64_t rows, int64_t width) {
+json rows_json(const std::vector<float>& data, int64_t width) {
   json out = json::array();
-  for (int64_t r = 0; r < rows; ++r) out.push_back(std::vector<float>(data + r * width, data + (r + 1) * width));
+  for (size_t at = 0; at < data.size(); at += static_cast<size_t>(width)) {
+    out.push_back(std::vector<float>(data.begin() + static_cast<long>(at), data.begin() + static_cast<long>(at) + width));
+  }
   return out;
 }
 
-int32_t argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
-
-void run(const EvalOptions& o) {
-  const auto prompts = read_prompts(o.input);
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_type());
-  const int64_t V = model.config().vocab_size;
-  int64_t kv_tokens = 0;
-  for (const auto& p : prompts) kv_tokens += static_cast<int64_t>(p.size()) + o.max_new_tokens;
-  cache::LatentKvPool kv(model.config().num_hidden_layers, model.config().kv_cache_dim(), std::max<int64_t>(kv_tokens, 1));
-  model::SingleRankComm comm;
-  model::StaticBatch batch(model, kv, comm, prompts, o.max_new_tokens);
-
-  const size_t n = prompts.size();
-  json out_prompts = json::array();
-  for (size_t i = 0; i < n; ++i) out_prompts.push_back({{"ids", prompts[i]}, {"greedy", json::array()}});
-  std::vector<float> logits = batch.prefill(o.all_logits);
-  std::vector<int32_t> next(n);
-  int64_t row = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t rows = o.all_logits ? static_cast<int64_t>(prompts[i].size()) : 1;
-    const float* last = logits.data() + (row + rows - 1) * V;
-    out_prompts[i]["last_logits"] = std::vector<float>(last, last + V);
-    if (o.all_logits) out_prompts[i]["all_logits"] = rows_json(logits.data() + row * V, rows, V);
-    next[i] = argmax(last, V);
-    if (o.step_logits) out_prompts[i]["greedy_logits"] = rows_json(last, 1, V);
-    row += rows;
-  }
-  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    for (size_t i = 0; i < n; ++i) out_prompts[i]["greedy"].push_back(next[i]);
-    if (step + 1 == o.max_new_tokens) break;
-    logits = batch.decode(next);
-    for (size_t i = 0; i < n; ++i) {
-      const float* r = logits.data() + static_cast<int64_t>(i) * V;
-      next[i] = argmax(r, V);
-      if (o.step_logits) out_prompts[i]["greedy_logits"].push_back(std::vector<float>(r, r + V));
+json output_json(const std::vector<engine::StaticRequest>& requests, const std::vector<engine::StaticOutput>& outputs,
+                 const EvalOptions& o, int64_t V) {
+  json prompts = json::array();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto& out = outputs[i];
+    const std::vector<float> last(out.prompt_logits.end() - V, out.prompt_logits.end());
+    json p = {{"ids", requests[i].prompt}, {"last_logits", last}, {"greedy", out.generated}};
+    if (o.all_logits) p["all_logits"] = rows_json(out.prompt_logits, V);
+    if (o.step_logits) {
+      json steps = json::array({last});
+      for (const auto& s : out.step_logits) steps.push_back(s);
+      p["greedy_logits"] = steps;
     }
+    prompts.push_back(std::move(p));
   }
+  return {{"prompts", prompts}};
+}
+
+void run_rank(const EvalOptions& o, const engine::MpiSession& mpi) {
+  const dist::Topology topo = dist::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
+  dist::check_model_fits(topo, model::ModelConfig::load(o.model.model_dir));
+  std::vector<engine::StaticRequest> requests;
+  const int groups = topo.instances * topo.groups_per_instance;
+  int64_t kv_tokens = 0;
+  if (mpi.rank() == 0) {
+    requests = read_requests(o);
+    kv_tokens = engine::StaticPlanner::kv_tokens_needed(requests, groups);
+  }
+  MPI_Bcast(&kv_tokens, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+
+  model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
+  engine::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
+  if (mpi.rank() != 0) {
+    engine::StepPlan plan;
+    do worker.step(nullptr, &plan);
+    while (!plan.shutdown);
+    return;
+  }
+  const auto n = static_cast<int64_t>(requests.size());
+  engine::StaticPlanner planner(groups, kv_tokens, requests, o.prefill_per_step > 0 ? o.prefill_per_step : n);
+  while (!planner.done()) {
+    const engine::StepPlan plan = planner.next_plan();
+    planner.apply(worker.step(&plan));
+  }
+  engine::StepPlan shutdown;
+  shutdown.shutdown = true;
+  worker.step(&shutdown);
+
   std::ofstream out(o.output);
   if (!out) fail("cannot write --output {}", o.output);
-  out << json{{"prompts", out_prompts}}.dump() << "\n";
-  spdlog::info("eval: {} prompts, {} new tokens each, wrote {}", n, o.max_new_tokens, o.output);
+  out << output_json(requests, planner.outputs(), o, model.config().vocab_size).dump() << "\n";
+  spdlog::info("eval: {} prompts, {} new tokens each, {} steps, {} padded MLP rows, layout {}, wrote {}", n,
+               o.max_new_tokens, worker.stats().steps, worker.stats().padded_rows, o.parallel.layout.describe(),
+               o.output);
 }
 
 }  // namespace
@@ -102,6 +127,7 @@ void add_eval(CLI::App& app) {
   auto opts = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand("eval", "Prompt logits and greedy continuations for token-id prompts");
   opts->model.add_to(*cmd);
+  opts->parallel.add_to(*cmd);
   cmd->add_option("--input", opts->input, "JSON {\"prompts\":[{\"ids\":[...]}, ...]}")->required();
   cmd->add_option("--output", opts->output,
                   "JSON {\"prompts\":[{\"ids\", \"last_logits\", \"greedy\"}, ...]} to write")
@@ -109,10 +135,17 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--max-new-tokens", opts->max_new_tokens, "Greedy tokens to generate per prompt")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--prefill-per-step", opts->prefill_per_step,
+                  "Prompts a DP group prefills per step (0: all at once); 1 makes groups interleave prefill "
+                  "and decode")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--all-logits", opts->all_logits, "Also write \"all_logits\": the logits at every prompt position");
   cmd->add_flag("--step-logits", opts->step_logits,
                 "Also write \"greedy_logits\": the logits each greedy token was chosen from");
-  cmd->callback([opts] { run(*opts); });
+  cmd->callback([opts] {
+    engine::run_ranks(opts->parallel.layout.world_size(), [&](const engine::MpiSession& mpi) { run_rank(*opts, mpi); });
+  });
 }
 
 }  // namespace mlaserve::tools

@@ -1,0 +1,98 @@
+#include "engine/launch.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <cstring>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "core/error.h"
+
+namespace mlaserve::engine {
+
+namespace {
+
+bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE"); }
+
+}  // namespace
+
+void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& args) {
+  if (ranks <= 1 || started_by_mpirun()) return;
+  // Root is refused by Open MPI unless both variables are set; oversubscription and yielding
+  // keep more ranks than cores usable (busy-polling oversubscribed ranks is 1000x slower).
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMP_WAIT_POLICY", "passive", 0);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  setenv("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks))).c_str(), 0);
+
+  std::vector<std::string> argv = {"mpirun",      "-np",           std::to_string(ranks),
+                                   "--oversubscribe", "--bind-to", "none",
+                                   "--mca",       "mpi_yield_when_idle", "1",
+                                   "--mca",       "btl",           "self,vader",
+                                   std::filesystem::read_symlink("/proc/self/exe").string()};
+  argv.insert(argv.end(), args.begin() + 1, args.end());
+  std::vector<char*> c_argv;
+  for (auto& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  std::fflush(nullptr);
+  execvp("mpirun", c_argv.data());
+  fail("cannot start mpirun for {} ranks: {} (is openmpi-bin installed?)", ranks, std::strerror(errno));
+}
+
+namespace {
+bool g_mpi_active = false;
+std::vector<std::string> g_command_line;
+}  // namespace
+
+void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
+
+void run_ranks(int ranks, const std::function<void(const MpiSession&)>& body) {
+  relaunch_under_mpirun_if_needed(ranks, g_command_line);
+  MpiSession mpi;
+  try {
+    body(mpi);
+  } catch (const Error& e) {
+    abort_job(std::string("error: ") + e.what(), 1);
+  } catch (const std::exception& e) {
+    abort_job(std::string("internal error: ") + e.what(), 2);
+  }
+}
+
+MpiSession::MpiSession() {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  g_mpi_active = true;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiSession::~MpiSession() {
+  g_mpi_active = false;
+  MPI_Finalize();
+}
+
+bool mpi_active() { return g_mpi_active; }
+
+void abort_job(const std::string& message, int exit_code) {
+  int rank = 0, size = 1;
+  if (g_mpi_active) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  if (size > 1) {
+    std::fprintf(stderr, "mlaserve: rank %d: %s\n", rank, message.c_str());
+  } else {
+    std::fprintf(stderr, "mlaserve: %s\n", message.c_str());
+  }
+  std::fflush(stderr);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
+}
+
+}  // namespace mlaserve::engine

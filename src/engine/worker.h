@@ -1,0 +1,52 @@
+// What every rank runs each step: receive the plan from rank 0, run this rank's share of the
+// forward (its group's tokens, its shards, every collective), and let the group leaders send
+// their sequences' results back to rank 0.
+#pragma once
+
+#include <memory>
+
+#include "cache/latent_kv_pool.h"
+#include "dist/mpi_step_comm.h"
+#include "engine/plan.h"
+#include "model/deepseek.h"
+
+namespace mlaserve::engine {
+
+struct WorkerOptions {
+  int64_t kv_capacity_tokens = 0;  // latent KV slots per rank
+  dist::StepCommOptions comm;
+};
+
+struct StepStats {
+  int64_t steps = 0;
+  int64_t padded_rows = 0;  // MLP rows beyond the real tokens (non-zero only in legacy padding)
+};
+
+class Worker {
+ public:
+  Worker(const dist::Topology& topology, model::DeepseekModel& model, const WorkerOptions& options);
+  ~Worker();
+
+  // Collective over the world: rank 0 passes the plan, the other ranks nullptr. Returns, on
+  // rank 0, every group's results; an empty vector elsewhere. A shutdown plan returns at once.
+  std::vector<SequenceResult> step(const StepPlan* plan_on_rank0, StepPlan* received = nullptr);
+
+  const dist::Topology& topology() const { return topology_; }
+  model::DeepseekModel& model() { return model_; }
+  const StepStats& stats() const { return stats_; }
+  const dist::CommStats& comm_stats() const { return comm_.stats(); }
+
+ private:
+  StepPlan broadcast_plan(const StepPlan* plan);
+  std::vector<SequenceResult> run(const StepPlan& plan);
+  std::vector<SequenceResult> gather_results(const std::vector<SequenceResult>& mine);
+
+  const dist::Topology& topology_;
+  model::DeepseekModel& model_;
+  dist::Communicators comms_;
+  dist::MpiStepComm comm_;
+  cache::LatentKvPool kv_;
+  StepStats stats_;
+};
+
+}  // namespace mlaserve::engine
