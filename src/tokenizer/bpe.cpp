@@ -28,21 +28,6 @@ void check_supported_options(const json& model) {
   if (model.value("byte_fallback", false)) fail("BPE byte_fallback is not supported");
 }
 
-// A merge is either the string "left right" or the pair ["left", "right"].
-std::pair<std::string_view, std::string_view> merge_operands(const json& merge) {
-  if (merge.is_array() && merge.size() == 2) {
-    return {merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>()};
-  }
-  if (merge.is_string()) {
-    const std::string& text = merge.get_ref<const std::string&>();
-    const size_t space = text.find(' ');
-    if (space != std::string::npos && text.find(' ', space + 1) == std::string::npos) {
-      return {std::string_view(text).substr(0, space), std::string_view(text).substr(space + 1)};
-    }
-  }
-  fail("BPE merge {} is neither \"left right\" nor [\"left\", \"right\"]", merge.dump());
-}
-
 // A symbol of the word being merged; merged-away symbols keep id -1. Symbols form a doubly
 // linked list so that a merge is O(1).
 struct Symbol {
@@ -66,50 +51,49 @@ struct Candidate {
 
 }  // namespace
 
-BpeModel::BpeModel(const json& model) {
-  check_supported_options(model);
-  const json& vocab = model.at("vocab");
-  vocabulary_.reserve(vocab.size());
-  for (const auto& [token, id] : vocab.items()) vocabulary_.emplace(token, id.get<int32_t>());
+BpeModel::BpeModel(const json& options, const std::vector<std::pair<std::string, int32_t>>& vocab,
+                   const std::vector<BpeMerge>& merges) {
+  check_supported_options(options);
+  for (const auto& [token, id] : vocab) vocabulary_.insert(token, id);
   for (unsigned byte = 0; byte < 256; ++byte) {
-    const auto found = vocabulary_.find(byte_level::bytes_to_symbols(std::string(1, char(byte))));
-    byte_ids_[byte] = found == vocabulary_.end() ? -1 : found->second;
+    const std::string symbol =
+        byte_level::bytes_to_symbols(std::string(1, static_cast<char>(byte)));
+    byte_ids_[byte] = vocabulary_.find(symbol).value_or(-1);
   }
-  if (model.contains("unk_token") && !model["unk_token"].is_null()) {
-    const std::string unk = model["unk_token"].get<std::string>();
-    const auto found = vocabulary_.find(unk);
-    if (found == vocabulary_.end()) fail("BPE unk_token '{}' is not in the vocabulary", unk);
-    unk_id_ = found->second;
+  if (options.contains("unk_token") && !options["unk_token"].is_null()) {
+    const std::string unk = options["unk_token"].get<std::string>();
+    unk_id_ = vocabulary_.find(unk);
+    if (!unk_id_) fail("BPE unk_token '{}' is not in the vocabulary", unk);
   }
-  fuse_unk_ = model.value("fuse_unk", false);
-  ignore_merges_ = model.value("ignore_merges", false);
-  read_merges(model.at("merges"));
+  fuse_unk_ = options.value("fuse_unk", false);
+  ignore_merges_ = options.value("ignore_merges", false);
+  read_merges(merges);
 }
 
-void BpeModel::read_merges(const json& merges) {
+void BpeModel::read_merges(const std::vector<BpeMerge>& merges) {
   merges_ = MergeTable(merges.size());
-  auto id_of = [&](std::string_view token, const json& merge) {
-    const auto found = vocabulary_.find(token);
-    if (found == vocabulary_.end()) {
-      fail("BPE merge {} uses '{}', which is not in the vocabulary", merge.dump(), token);
+  auto id_of = [&](std::string_view token, const BpeMerge& merge) {
+    const std::optional<int32_t> id = vocabulary_.find(token);
+    if (!id) {
+      fail("BPE merge \"{} {}\" uses '{}', which is not in the vocabulary", merge.left, merge.right,
+           token);
     }
-    return found->second;
+    return *id;
   };
   std::string merged;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto [left, right] = merge_operands(merges[rank]);
-    const int32_t left_id = id_of(left, merges[rank]);
-    const int32_t right_id = id_of(right, merges[rank]);
-    merged.assign(left).append(right);
-    merges_.insert(left_id, right_id, {static_cast<int32_t>(rank), id_of(merged, merges[rank])});
+    const BpeMerge& merge = merges[rank];
+    const int32_t left_id = id_of(merge.left, merge);
+    const int32_t right_id = id_of(merge.right, merge);
+    merged.assign(merge.left).append(merge.right);
+    merges_.insert(left_id, right_id, {static_cast<int32_t>(rank), id_of(merged, merge)});
   }
 }
 
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& ids) const {
   if (ignore_merges_) {
-    const auto whole = vocabulary_.find(byte_level::bytes_to_symbols(piece));
-    if (whole != vocabulary_.end()) {
-      ids.push_back(whole->second);
+    if (const auto whole = vocabulary_.find(byte_level::bytes_to_symbols(piece))) {
+      ids.push_back(*whole);
       return;
     }
   }

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "tokenizer/merge_table.h"
+#include "tokenizer/token_id_map.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace mlaserve::tokenizer {
 
@@ -22,22 +24,23 @@ struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
 };
-using Vocabulary = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 class BpeModel {
  public:
-  // Reads tokenizer.json's "model". Errors name what is unsupported (another model type, dropout,
-  // subword prefixes/suffixes, byte fallback) or inconsistent (a merge of unknown tokens).
-  explicit BpeModel(const nlohmann::json& model);
+  // `options` is tokenizer.json's "model" without its vocab and merges. Errors name what is
+  // unsupported (another model type, dropout, subword prefixes/suffixes, byte fallback) or
+  // inconsistent (a merge of unknown tokens).
+  BpeModel(const nlohmann::json& options, const std::vector<std::pair<std::string, int32_t>>& vocab,
+           const std::vector<BpeMerge>& merges);
 
   // Appends the ids of `piece` (raw bytes, one pre-tokenized word) to `ids`. Thread-safe.
   void encode(std::string_view piece, std::vector<int32_t>& ids) const;
 
   // Token strings are spelled in the byte-level alphabet (e.g. "Ġthe").
-  const Vocabulary& vocabulary() const { return vocabulary_; }
+  const TokenIdMap& vocabulary() const { return vocabulary_; }
 
  private:
-  void read_merges(const nlohmann::json& merges);
+  void read_merges(const std::vector<BpeMerge>& merges);
   void apply_merges(std::string_view piece, std::vector<int32_t>& ids) const;
   void append_initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const;
 
@@ -47,7 +50,7 @@ class BpeModel {
     std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> ids;
   };
 
-  Vocabulary vocabulary_;
+  TokenIdMap vocabulary_;
   MergeTable merges_{0};
   std::array<int32_t, 256> byte_ids_{};  // id of each byte's one-character token, -1 if none
   std::optional<int32_t> unk_id_;        // stands for bytes without a token, if set

@@ -10,13 +10,8 @@
 namespace mlaserve::tokenizer {
 
 std::optional<int32_t> TokenizerState::find_token(std::string_view token) const {
-  if (const auto added = added_token_ids.find(token); added != added_token_ids.end()) {
-    return added->second;
-  }
-  if (const auto found = model.vocabulary().find(token); found != model.vocabulary().end()) {
-    return found->second;
-  }
-  return std::nullopt;
+  if (const auto added = added_token_ids.find(token)) return added;
+  return model.vocabulary().find(token);
 }
 
 Tokenizer::Tokenizer(std::shared_ptr<const TokenizerState> state) : state_(std::move(state)) {}

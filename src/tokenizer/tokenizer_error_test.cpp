@@ -40,14 +40,34 @@ TEST(TokenizerErrors, MalformedJson) {
     Tokenizer::load(dir.path());
     FAIL() << "loaded a truncated tokenizer.json";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("tokenizer.json is not valid JSON"));
+    EXPECT_THAT(e.what(), HasSubstr("tokenizer.json: not valid JSON"));
   }
 }
 
 TEST(TokenizerErrors, MissingModel) {
   json tokenizer = tiny_tokenizer_json();
   tokenizer.erase("model");
+  EXPECT_THAT(TinyTokenizerDir().load_error(tokenizer), HasSubstr("has no model.vocab"));
+  tokenizer = tiny_tokenizer_json();
+  tokenizer["model"].erase("type");
+  tokenizer["post_processor"] = {{"type", "TemplateProcessing"}};  // lacks "single"
   EXPECT_THAT(TinyTokenizerDir().load_error(tokenizer), HasSubstr("malformed"));
+}
+
+TEST(TokenizerErrors, MalformedVocabOrMerges) {
+  json tokenizer = tiny_tokenizer_json();
+  tokenizer["model"]["vocab"]["x"] = "seven";
+  EXPECT_THAT(TinyTokenizerDir().load_error(tokenizer),
+              HasSubstr("model.vocab: the id of token 'x' must be an integer"));
+  tokenizer["model"]["vocab"]["x"] = -3;
+  EXPECT_THAT(TinyTokenizerDir().load_error(tokenizer),
+              HasSubstr("token 'x' has id -3, out of range"));
+  tokenizer = tiny_tokenizer_json();
+  tokenizer["model"]["merges"] = json::array({json::array({"a", "b", "c"})});
+  EXPECT_THAT(TinyTokenizerDir().load_error(tokenizer), HasSubstr("BPE merge with 3 parts"));
+  tokenizer["model"]["merges"] = json::array({7});
+  EXPECT_THAT(TinyTokenizerDir().load_error(tokenizer),
+              HasSubstr("a merge must be a string or a pair of strings"));
 }
 
 TEST(TokenizerErrors, UnknownPreTokenizerType) {

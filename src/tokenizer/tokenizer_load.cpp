@@ -1,12 +1,12 @@
 // Tokenizer::load: reads tokenizer.json and tokenizer_config.json into a TokenizerState.
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 #include "tokenizer/tokenizer_state.h"
 #include "tokenizer/utf8.h"
 
@@ -16,15 +16,31 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-json read_json_file(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
+std::string read_file(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file) fail("cannot open {}", path.string());
-  std::stringstream contents;
-  contents << file.rdbuf();
+  std::string contents(static_cast<size_t>(file.tellg()), '\0');
+  file.seekg(0);
+  if (!file.read(contents.data(), static_cast<std::streamsize>(contents.size()))) {
+    fail("cannot read {}", path.string());
+  }
+  return contents;
+}
+
+json read_json_file(const fs::path& path) {
   try {
-    return json::parse(contents.str());
+    return json::parse(read_file(path));
   } catch (const json::parse_error& e) {
     fail("{} is not valid JSON: {}", path.string(), e.what());
+  }
+}
+
+TokenizerJson read_tokenizer_json(const fs::path& path) {
+  const std::string text = read_file(path);
+  try {
+    return parse_tokenizer_json(text);
+  } catch (const Error& e) {
+    fail("{}: {}", path.string(), e.what());
   }
 }
 
@@ -68,23 +84,21 @@ std::vector<AddedToken> tokens_with_normalized(const std::vector<AddedToken>& to
 // Fills the per-id tables from the vocabulary, then the added tokens, which take precedence.
 void build_id_tables(TokenizerState& state) {
   int32_t max_id = -1;
-  for (const auto& [token, id] : state.model.vocabulary()) {
-    if (id < 0) fail("vocabulary token '{}' has a negative id", token);
-    max_id = std::max(max_id, id);
-  }
+  state.model.vocabulary().for_each(
+      [&](std::string_view, int32_t id) { max_id = std::max(max_id, id); });
   for (const AddedToken& token : state.added_tokens) max_id = std::max(max_id, token.id);
   const auto size = static_cast<size_t>(max_id + 1);
   state.token_of_id.assign(size, {});
   state.known_id.assign(size, false);
   state.special_id.assign(size, false);
-  auto set_token = [&](int32_t id, const std::string& token) {
+  auto set_token = [&](std::string_view token, int32_t id) {
     if (utf8::first_invalid_offset(token)) fail("token {} is not valid UTF-8", id);
     state.token_of_id[id] = token;
     state.known_id[id] = true;
   };
-  for (const auto& [token, id] : state.model.vocabulary()) set_token(id, token);
+  state.model.vocabulary().for_each(set_token);
   for (const AddedToken& token : state.added_tokens) {
-    set_token(token.id, token.content);
+    set_token(token.content, token.id);
     state.special_id[token.id] = token.special;
   }
   state.bytes_of_id.resize(size);
@@ -105,10 +119,7 @@ std::optional<std::string> read_template_source(const json& config, const fs::pa
   }
   const fs::path separate_file = dir / "chat_template.jinja";
   if (!fs::exists(separate_file)) return std::nullopt;
-  std::ifstream file(separate_file, std::ios::binary);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
+  return read_file(separate_file);
 }
 
 ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
@@ -128,12 +139,14 @@ ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
   return setup;
 }
 
-std::shared_ptr<TokenizerState> build_state(const json& tokenizer, const json& config,
+std::shared_ptr<TokenizerState> build_state(const TokenizerJson& parsed, const json& config,
                                             const fs::path& dir) {
+  const json& tokenizer = parsed.document;
   check_normalizer(tokenizer.value("normalizer", json()));
   check_decoder(tokenizer.value("decoder", json()));
+  if (!parsed.vocab || !parsed.merges) fail("tokenizer.json has no model.vocab or no model.merges");
   auto state = std::make_shared<TokenizerState>(
-      BpeModel(tokenizer.at("model")),
+      BpeModel(tokenizer.at("model"), *parsed.vocab, *parsed.merges),
       PreTokenizer::from_json(tokenizer.value("pre_tokenizer", json())),
       read_added_tokens(tokenizer.value("added_tokens", json::array())));
   build_id_tables(*state);
@@ -154,7 +167,7 @@ TokenizerState::TokenizerState(BpeModel bpe, PreTokenizer pre, std::vector<Added
       added_tokens(std::move(added)),
       raw_text_matcher(tokens_with_normalized(added_tokens, false)),
       normalized_text_matcher(tokens_with_normalized(added_tokens, true)) {
-  for (const AddedToken& token : added_tokens) added_token_ids.emplace(token.content, token.id);
+  for (const AddedToken& token : added_tokens) added_token_ids.insert(token.content, token.id);
 }
 
 Tokenizer Tokenizer::load(const fs::path& dir) {
@@ -162,7 +175,7 @@ Tokenizer Tokenizer::load(const fs::path& dir) {
   const fs::path config_path = dir / "tokenizer_config.json";
   if (!fs::exists(tokenizer_path))
     fail("tokenizer directory {} has no tokenizer.json", dir.string());
-  const json tokenizer = read_json_file(tokenizer_path);
+  const TokenizerJson tokenizer = read_tokenizer_json(tokenizer_path);
   const json config = fs::exists(config_path) ? read_json_file(config_path) : json::object();
   try {
     return Tokenizer(build_state(tokenizer, config, dir));

@@ -36,7 +36,7 @@ struct TokenizerState {
   BpeModel model;
   PreTokenizer pre_tokenizer;
   std::vector<AddedToken> added_tokens;
-  Vocabulary added_token_ids;                 // content -> id
+  TokenIdMap added_token_ids;                 // content -> id
   AddedTokenMatcher raw_text_matcher;         // added tokens with normalized=false
   AddedTokenMatcher normalized_text_matcher;  // added tokens with normalized=true
   std::vector<std::string> token_of_id;       // empty string: no token has this id
