@@ -15,6 +15,7 @@
 #include "kernels/cpu_isa.h"
 #include "kernels/flash_block.h"
 #include "kernels/ops.h"
+#include "kernels/parallel.h"
 #include "kernels/reference.h"
 
 namespace mlaserve::kernels {
@@ -134,11 +135,13 @@ void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const fl
     absorbed_part(s, q, kv_pool, kv_slots, i, visible * part / parts, visible * (part + 1) / parts,
                   states[item]);
   }
-#pragma omp parallel for schedule(static) if (s.n_q * s.n_heads * s.d_latent >= (1 << 16))
-  for (int64_t row = 0; row < s.n_q * s.n_heads; ++row) {
-    const int64_t i = row / s.n_heads, h = row % s.n_heads;
-    flash_write_row(states + i * parts, parts, h, s.d_latent, out + row * s.d_latent);
-  }
+  const int64_t rows = s.n_q * s.n_heads;
+  for_ranges(rows, rows * s.d_latent >= (1 << 16), [&](int64_t first, int64_t last) {
+    for (int64_t row = first; row < last; ++row) {
+      const int64_t i = row / s.n_heads, h = row % s.n_heads;
+      flash_write_row(states + i * parts, parts, h, s.d_latent, out + row * s.d_latent);
+    }
+  });
 }
 
 void mla_attention_prefill(const PrefillAttention& s, const float* q, const float* k,

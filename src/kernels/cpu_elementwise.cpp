@@ -6,6 +6,7 @@
 
 #include "kernels/avx512_util.h"
 #include "kernels/ops.h"
+#include "kernels/parallel.h"
 #include "kernels/reference.h"
 
 namespace mlaserve::kernels {
@@ -105,17 +106,19 @@ MLASERVE_AVX512 void rotate_pairs(float* vec, int64_t rotated_dim, const float* 
 
 void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y) {
   if (!cpu_has_avx512()) return ref::rms_norm(x, gamma, rows, dim, eps, y);
-#pragma omp parallel for schedule(static) if (rows * dim >= kMinParallelElements)
-  for (int64_t r = 0; r < rows; ++r) rms_norm_row(x + r * dim, gamma, dim, eps, y + r * dim);
+  for_ranges(rows, rows * dim >= kMinParallelElements, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) rms_norm_row(x + r * dim, gamma, dim, eps, y + r * dim);
+  });
 }
 
 void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
   if (!cpu_has_avx512()) return ref::silu_mul(gate_up, rows, inter, out);
-#pragma omp parallel for schedule(static) if (rows * inter >= kMinParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = gate_up + r * 2 * inter;
-    silu_mul_row(gate, gate + inter, inter, out + r * inter);
-  }
+  for_ranges(rows, rows * inter >= kMinParallelElements, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* gate = gate_up + r * 2 * inter;
+      silu_mul_row(gate, gate + inter, inter, out + r * inter);
+    }
+  });
 }
 
 void softmax(float* x, int64_t n) {
@@ -133,9 +136,10 @@ void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
   float* cos_pairs = tables.data();
   float* sin_pairs = cos_pairs + 2 * pairs;
   expand_rotation(cos_theta, sin_theta, pairs, cos_pairs, sin_pairs);
-#pragma omp parallel for schedule(static) if (n_vectors * dim >= kMinParallelElements)
-  for (int64_t v = 0; v < n_vectors; ++v)
-    rotate_pairs(x + v * stride, 2 * pairs, cos_pairs, sin_pairs);
+  for_ranges(n_vectors, n_vectors * dim >= kMinParallelElements, [&](int64_t first, int64_t last) {
+    for (int64_t v = first; v < last; ++v)
+      rotate_pairs(x + v * stride, 2 * pairs, cos_pairs, sin_pairs);
+  });
 }
 
 }  // namespace mlaserve::kernels

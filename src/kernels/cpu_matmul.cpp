@@ -11,8 +11,14 @@
 namespace mlaserve::kernels {
 namespace {
 
-// Largest m that goes to the GEMV kernels (measured with ops_bench, see the cut-over there).
-constexpr int64_t kMaxGemvRows = 8;
+// Largest m that goes to the GEMV kernels. Measured with ops_bench BM_CutOver (2 threads,
+// weights from DRAM, V3 and bench-model expert shapes): up to m = 3 the GEMV streams W as fast
+// as oneDNN on packed weights or faster (BF16 m = 1: 52 vs 42 GB/s), from m = 4 oneDNN's
+// packed layout wins (x is broadcast from L1 there, while the GEMV re-reads x rows from L2).
+// Against oneDNN on row-major (unpacked) weights the GEMV stays ahead up to m = 8
+// (machine.md §6: plain-layout oneDNN is ~2× slower than packed at small m).
+constexpr int64_t kMaxGemvRowsPacked = 3;
+constexpr int64_t kMaxGemvRowsUnpacked = 8;
 
 bool gemv_supports(WeightType type) {
   return type == WeightType::F32 ? cpu_has_avx512() : cpu_has_avx512_bf16();
@@ -28,7 +34,8 @@ void matmul(const float* x, int64_t m, const Weight& w, float* y) {
   if (m == 0 || w.rows() == 0) return;
   if (w.cols() == 0) {
     std::fill(y, y + m * w.rows(), 0.0f);
-  } else if (m <= kMaxGemvRows && gemv_supports(w.type())) {
+  } else if (m <= (w.packed ? kMaxGemvRowsPacked : kMaxGemvRowsUnpacked) &&
+             gemv_supports(w.type())) {
     if (w.type() == WeightType::F32) {
       gemv_f32(x, m, w.f32(), w.rows(), w.cols(), y);
     } else {

@@ -1,0 +1,320 @@
+// Microbenchmarks of the fast path against this machine's ceilings (shared/research/
+// machine.md): ~28 GB/s streaming read per core (55 GB/s both), 221 GFLOP/s fp32 FMA and
+// 408 GFLOP/s bf16 dot per core. Run with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive.
+//
+// Decode GEMV cycles through distinct weight copies totalling > 256 MB, so every pass streams
+// W from DRAM as in a real decode step; the counter W_bytes/s is the weight stream rate.
+// Timings are wall-clock (UseRealTime), since the work runs on OpenMP threads. The machine is
+// shared, so each rate also comes CPU-normalised (suffix _cpu): work / (process CPU time /
+// threads), the rate while the threads actually held a core, as in machine.md.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <ctime>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/dnnl_matmul.h"
+#include "kernels/gemv.h"
+#include "kernels/ops.h"
+
+namespace mlaserve::kernels {
+namespace {
+
+constexpr size_t kDramWorkingSet = size_t{384} << 20;  // well past the 32 MB L3
+
+// Deterministic values in [-1, 1); speed does not depend on them, only on their count.
+void fill(float* data, size_t count, uint32_t seed) {
+  uint32_t state = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < count; ++i) {
+    state = state * 1664525u + 1013904223u;
+    data[i] = static_cast<float>(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+
+std::vector<float> values(size_t count, uint32_t seed) {
+  std::vector<float> v(count);
+  fill(v.data(), count, seed);
+  return v;
+}
+
+Weight make_weight(WeightType type, int64_t rows, int64_t cols, uint32_t seed) {
+  Weight w(type, rows, cols);
+  const auto count = static_cast<size_t>(rows * cols);
+  if (type == WeightType::F32) {
+    fill(w.f32(), count, seed);
+  } else {
+    const std::vector<float> v = values(count, seed);
+    std::transform(v.begin(), v.end(), w.b16(), f32_to_bf16);
+  }
+  return w;
+}
+
+// Enough distinct copies of one weight shape to exceed kDramWorkingSet. Kept between calls
+// of the same benchmark (Google Benchmark calls it several times); one set alive at a time.
+const std::vector<Weight>& dram_weights(WeightType type, int64_t rows, int64_t cols) {
+  static std::vector<Weight> copies;
+  static std::tuple<WeightType, int64_t, int64_t> shape;
+  if (copies.empty() || shape != std::tuple{type, rows, cols}) {
+    copies.clear();
+    const size_t bytes = Weight(type, 1, cols).bytes() * static_cast<size_t>(rows);
+    const size_t count = kDramWorkingSet / bytes + 1;
+    for (size_t i = 0; i < count; ++i) copies.push_back(make_weight(type, rows, cols, i + 1));
+    shape = {type, rows, cols};
+  }
+  return copies;
+}
+
+double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// Starts the process CPU clock when made; rate() sets counter `name` (per wall second) and
+// `name`_cpu (per CPU second per thread) from the work done per iteration.
+class Rates {
+ public:
+  explicit Rates(benchmark::State& state) : state_(state), cpu_start_(process_cpu_seconds()) {}
+
+  void rate(const std::string& name, double per_iteration) {
+    const double total = per_iteration * static_cast<double>(state_.iterations());
+    const double cpu_per_thread = (process_cpu_seconds() - cpu_start_) / omp_get_max_threads();
+    state_.counters[name] = benchmark::Counter(total, benchmark::Counter::kIsRate);
+    state_.counters[name + "_cpu"] = total / cpu_per_thread;
+  }
+
+ private:
+  benchmark::State& state_;
+  double cpu_start_;
+};
+
+// ---- matmul -----------------------------------------------------------------------------
+
+// Args: N, K, m. Weights from DRAM; m <= 8 takes the GEMV path.
+template <WeightType kType>
+void BM_MatmulDecode(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  const std::vector<Weight>& weights = dram_weights(kType, n, k);
+  const std::vector<float> x = values(static_cast<size_t>(m * k), 7);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  size_t next = 0;
+  Rates rates(state);
+  for (auto _ : state) {
+    matmul(x.data(), m, weights[next], y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % weights.size();
+  }
+  rates.rate("W_B/s", static_cast<double>(weights[0].bytes()));
+  rates.rate("FLOP/s", 2.0 * static_cast<double>(m * n * k));
+}
+
+// The GEMV/oneDNN cut-over: the same DRAM-resident weights through the hand-written GEMV and
+// through oneDNN on packed weights, for growing m. Args: N, K, m.
+template <WeightType kType, bool kOneDnn>
+void BM_CutOver(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  static std::vector<Weight> weights;  // packed once per shape
+  if (weights.empty() || weights[0].rows() != n || weights[0].cols() != k) {
+    weights.clear();
+    const size_t count = kDramWorkingSet / Weight(kType, n, k).bytes() + 1;
+    for (size_t i = 0; i < count; ++i) {
+      weights.push_back(make_weight(kType, n, k, static_cast<uint32_t>(i + 1)));
+      if (kOneDnn) prepare(weights.back());
+    }
+  }
+  const std::vector<float> x = values(static_cast<size_t>(m * k), 7);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  size_t next = 0;
+  Rates rates(state);
+  for (auto _ : state) {
+    const Weight& w = weights[next];
+    if (kOneDnn) {
+      dnnl_matmul(x.data(), m, w, y.data());
+    } else if (kType == WeightType::F32) {
+      gemv_f32(x.data(), m, w.f32(), n, k, y.data());
+    } else {
+      gemv_bf16(x.data(), m, w.b16(), n, k, y.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % weights.size();
+  }
+  rates.rate("W_B/s", static_cast<double>(weights[0].bytes()));
+  rates.rate("FLOP/s", 2.0 * static_cast<double>(m * n * k));
+}
+
+// Prefill GEMM, compute-bound: one prepared weight, m rows. Args: N, K, m.
+template <WeightType kType>
+void BM_MatmulPrefill(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  Weight w = make_weight(kType, n, k, 1);
+  prepare(w);
+  const std::vector<float> x = values(static_cast<size_t>(m * k), 7);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  Rates rates(state);
+  for (auto _ : state) {
+    matmul(x.data(), m, w, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  rates.rate("FLOP/s", 2.0 * static_cast<double>(m * n * k));
+}
+
+// DeepSeek-V3 projections and the bench model's (hidden 1024, dense MLP 2816, vocab 32000).
+void decode_shapes(benchmark::internal::Benchmark* b) {
+  for (auto [n, k] :
+       {std::pair{2048, 7168}, {7168, 2048}, {2 * 2816, 1024}, {1024, 2816}, {32000, 1024}}) {
+    b->Args({n, k, 1});
+  }
+  b->ArgNames({"N", "K", "m"})->UseRealTime();
+}
+
+// A V3 projection, and the bench model's MoE expert gate_up (2·512 × 1024) and down (1024 × 512).
+void cut_over_shapes(benchmark::internal::Benchmark* b) {
+  for (auto [n, k] : {std::pair{2048, 7168}, {1024, 1024}, {1024, 512}}) {
+    for (int m : {1, 2, 3, 4, 6, 8, 16}) b->Args({n, k, m});
+  }
+  b->ArgNames({"N", "K", "m"})->UseRealTime();
+}
+
+void prefill_shapes(benchmark::internal::Benchmark* b) {
+  for (auto [n, k] : {std::pair{2048, 7168}, {7168, 2048}, {2 * 2816, 1024}, {1024, 2816}}) {
+    b->Args({n, k, 512});
+  }
+  b->ArgNames({"N", "K", "m"})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_MatmulDecode<WeightType::BF16>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecode<WeightType::F32>)->Apply(decode_shapes);
+BENCHMARK(BM_CutOver<WeightType::BF16, false>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::F32, true>)->Apply(cut_over_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::F32>)->Apply(prefill_shapes);
+
+// ---- attention --------------------------------------------------------------------------
+
+// One decode token against n_kv cached rows. The pool holds enough sequences' caches to
+// exceed kDramWorkingSet and each iteration reads the next one, so kv rows come from DRAM.
+// Args: n_heads, d_latent, d_rope, n_kv.
+void BM_AbsorbedDecode(benchmark::State& state) {
+  const int64_t heads = state.range(0), d_latent = state.range(1), d_rope = state.range(2);
+  const int64_t n_kv = state.range(3), d_qk = d_latent + d_rope;
+  const int64_t row_bytes = d_qk * static_cast<int64_t>(sizeof(float));
+  const int64_t sequences = static_cast<int64_t>(kDramWorkingSet) / (n_kv * row_bytes) + 1;
+  const std::vector<float> pool = values(static_cast<size_t>(sequences * n_kv * d_qk), 1);
+  std::vector<int32_t> slots(static_cast<size_t>(sequences * n_kv));
+  std::iota(slots.begin(), slots.end(), 0);
+  const std::vector<float> q = values(static_cast<size_t>(heads * d_qk), 2);
+  std::vector<float> out(static_cast<size_t>(heads * d_latent));
+  const AbsorbedAttention shape{1,      heads, d_latent,
+                                d_rope, n_kv,  1.0f / std::sqrt(static_cast<float>(d_qk))};
+  int64_t sequence = 0;
+  Rates rates(state);
+  for (auto _ : state) {
+    mla_attention_absorbed(shape, q.data(), pool.data(), slots.data() + sequence * n_kv,
+                           out.data());
+    benchmark::DoNotOptimize(out.data());
+    sequence = (sequence + 1) % sequences;
+  }
+  rates.rate("KV_B/s", static_cast<double>(n_kv * row_bytes));
+  rates.rate("FLOP/s", 2.0 * static_cast<double>(heads * n_kv * (d_qk + d_latent)));
+}
+BENCHMARK(BM_AbsorbedDecode)
+    ->ArgNames({"heads", "d_latent", "d_rope", "n_kv"})
+    ->Args({16, 256, 32, 1024})
+    ->Args({16, 256, 32, 4096})
+    ->Args({16, 256, 32, 16384})
+    ->Args({128, 512, 64, 4096})
+    ->UseRealTime();
+
+// Causal prefill over n_tokens new tokens. Args: n_tokens, n_heads, d_qk, d_v.
+void BM_PrefillAttention(benchmark::State& state) {
+  const int64_t tokens = state.range(0), heads = state.range(1);
+  const int64_t d_qk = state.range(2), d_v = state.range(3);
+  const std::vector<float> q = values(static_cast<size_t>(tokens * heads * d_qk), 1);
+  const std::vector<float> k = values(static_cast<size_t>(tokens * heads * d_qk), 2);
+  const std::vector<float> v = values(static_cast<size_t>(tokens * heads * d_v), 3);
+  std::vector<float> out(static_cast<size_t>(tokens * heads * d_v));
+  const PrefillAttention shape{tokens, heads, d_qk, d_v,
+                               1.0f / std::sqrt(static_cast<float>(d_qk))};
+  Rates rates(state);
+  for (auto _ : state) {
+    mla_attention_prefill(shape, q.data(), k.data(), v.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double pairs = static_cast<double>(heads * tokens * (tokens + 1) / 2);  // causal
+  rates.rate("FLOP/s", 2.0 * pairs * static_cast<double>(d_qk + d_v));
+}
+BENCHMARK(BM_PrefillAttention)
+    ->ArgNames({"tokens", "heads", "d_qk", "d_v"})
+    ->Args({512, 16, 96, 64})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// ---- row-wise ops -----------------------------------------------------------------------
+
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t rows = state.range(0), dim = state.range(1);
+  const std::vector<float> gamma = values(static_cast<size_t>(dim), 1);
+  std::vector<float> x = values(static_cast<size_t>(rows * dim), 2);
+  Rates rates(state);
+  for (auto _ : state) {
+    rms_norm(x.data(), gamma.data(), rows, dim, 1e-6f, x.data());
+    benchmark::DoNotOptimize(x.data());
+  }
+  rates.rate("B/s", 8.0 * static_cast<double>(rows * dim));  // read + write
+}
+BENCHMARK(BM_RmsNorm)->ArgNames({"rows", "dim"})->Args({1, 1024})->Args({512, 1024})->UseRealTime();
+
+void BM_SiluMul(benchmark::State& state) {
+  const int64_t rows = state.range(0), inter = state.range(1);
+  const std::vector<float> gate_up = values(static_cast<size_t>(rows * 2 * inter), 1);
+  std::vector<float> out(static_cast<size_t>(rows * inter));
+  Rates rates(state);
+  for (auto _ : state) {
+    silu_mul(gate_up.data(), rows, inter, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  rates.rate("B/s", 12.0 * static_cast<double>(rows * inter));
+}
+BENCHMARK(BM_SiluMul)
+    ->ArgNames({"rows", "inter"})
+    ->Args({1, 2816})
+    ->Args({512, 2816})
+    ->UseRealTime();
+
+void BM_Softmax(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> logits = values(static_cast<size_t>(n), 1);
+  std::vector<float> x(logits.size());
+  Rates rates(state);
+  for (auto _ : state) {
+    x = logits;
+    softmax(x.data(), n);
+    benchmark::DoNotOptimize(x.data());
+  }
+  rates.rate("elements/s", static_cast<double>(n));
+}
+BENCHMARK(BM_Softmax)->ArgNames({"n"})->Arg(32000)->UseRealTime();
+
+void BM_Rope(benchmark::State& state) {
+  const int64_t vectors = state.range(0), dim = state.range(1);
+  std::vector<float> x = values(static_cast<size_t>(vectors * dim), 1);
+  const std::vector<float> cos_theta = values(static_cast<size_t>(dim / 2), 2);
+  const std::vector<float> sin_theta = values(static_cast<size_t>(dim / 2), 3);
+  Rates rates(state);
+  for (auto _ : state) {
+    rope_interleaved(x.data(), vectors, dim, dim, cos_theta.data(), sin_theta.data());
+    benchmark::DoNotOptimize(x.data());
+  }
+  rates.rate("vectors/s", static_cast<double>(vectors));
+}
+BENCHMARK(BM_Rope)->ArgNames({"vectors", "dim"})->Args({16, 32})->Args({128, 64})->UseRealTime();
+
+}  // namespace
+}  // namespace mlaserve::kernels
