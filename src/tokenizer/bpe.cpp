@@ -11,9 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxCachedWords = 1 << 17;
-constexpr size_t kMaxCachedWordBytes = 256;
-
 void check_supported_options(const json& model) {
   const std::string type = model.value("type", "BPE");
   if (type != "BPE") fail("tokenizer model type '{}' is not supported (only BPE)", type);
@@ -97,23 +94,10 @@ void BpeModel::encode(std::string_view piece, std::vector<int32_t>& ids) const {
       return;
     }
   }
-  if (piece.size() > kMaxCachedWordBytes) {
-    apply_merges(piece, ids);
-    return;
-  }
-  {
-    std::lock_guard lock(cache_->mutex);
-    const auto cached = cache_->ids.find(piece);
-    if (cached != cache_->ids.end()) {
-      ids.insert(ids.end(), cached->second.begin(), cached->second.end());
-      return;
-    }
-  }
+  if (cache_->lookup(piece, ids)) return;
   const size_t first = ids.size();
   apply_merges(piece, ids);
-  std::lock_guard lock(cache_->mutex);
-  if (cache_->ids.size() >= kMaxCachedWords) cache_->ids.clear();
-  cache_->ids.emplace(std::string(piece), std::vector<int32_t>(ids.begin() + first, ids.end()));
+  cache_->store(piece, std::span<const int32_t>(ids).subspan(first));
 }
 
 void BpeModel::append_initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const {

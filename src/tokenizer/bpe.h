@@ -5,25 +5,18 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/merge_table.h"
 #include "tokenizer/token_id_map.h"
 #include "tokenizer/tokenizer_json.h"
+#include "tokenizer/word_cache.h"
 
 namespace mlaserve::tokenizer {
-
-// Hash for string keys that also accepts string_view, so lookups need not build a std::string.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
-};
 
 class BpeModel {
  public:
@@ -43,12 +36,6 @@ class BpeModel {
   void read_merges(const std::vector<BpeMerge>& merges);
   void apply_merges(std::string_view piece, std::vector<int32_t>& ids) const;
   void append_initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const;
-
-  // Recently encoded words, since text repeats words; cleared when it grows too big.
-  struct WordCache {
-    std::mutex mutex;
-    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> ids;
-  };
 
   TokenIdMap vocabulary_;
   MergeTable merges_{0};

@@ -126,35 +126,47 @@ PreTokenizer PreTokenizer::from_json(const json& config) {
   return pre_tokenizer;
 }
 
-void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& pieces,
-                         std::deque<std::string>& arena) const {
-  std::vector<std::string_view> current{text};
-  std::vector<std::string_view> next;
+struct PreTokenizer::StepScratch {
   std::vector<Match> matches;
   std::vector<Span> spans;
-  for (const Step& step : steps_) {
-    next.clear();
-    for (std::string_view piece : current) {
-      if (const auto* split = std::get_if<SplitStep>(&step)) {
-        find_spans(split->pattern, split->invert, piece, matches, spans);
-        group_spans(split->behavior, spans, piece, next);
-        continue;
-      }
-      const auto& byte_level = std::get<ByteLevelStep>(step);
-      if (byte_level.add_prefix_space && !piece.starts_with(' ')) {
-        std::string& spaced = arena.emplace_back(1, ' ');
-        piece = spaced.append(piece);
-      }
-      if (byte_level.gpt2_split.empty()) {
-        next.push_back(piece);
-      } else {
-        find_spans(byte_level.gpt2_split.front(), false, piece, matches, spans);
-        group_spans(SplitBehavior::kIsolated, spans, piece, next);
-      }
-    }
-    current.swap(next);
+  std::vector<std::string_view> pieces;
+};
+
+void PreTokenizer::split(std::string_view text, const PieceSink& sink,
+                         std::deque<std::string>& arena) const {
+  std::vector<StepScratch> scratch(steps_.size());
+  split_from(0, text, scratch, sink, arena);
+}
+
+void PreTokenizer::split_from(size_t step, std::string_view piece,
+                              std::vector<StepScratch>& scratch, const PieceSink& sink,
+                              std::deque<std::string>& arena) const {
+  if (step == steps_.size()) {
+    sink(piece);
+    return;
   }
-  pieces.insert(pieces.end(), current.begin(), current.end());
+  StepScratch& own = scratch[step];
+  own.pieces.clear();
+  if (const auto* split = std::get_if<SplitStep>(&steps_[step])) {
+    find_spans(split->pattern, split->invert, piece, own.matches, own.spans);
+    group_spans(split->behavior, own.spans, piece, own.pieces);
+  } else {
+    const auto& byte_level = std::get<ByteLevelStep>(steps_[step]);
+    if (byte_level.add_prefix_space && !piece.starts_with(' ')) {
+      std::string& spaced = arena.emplace_back(1, ' ');
+      piece = spaced.append(piece);
+    }
+    if (byte_level.gpt2_split.empty()) {
+      own.pieces.push_back(piece);
+    } else {
+      find_spans(byte_level.gpt2_split.front(), false, piece, own.matches, own.spans);
+      group_spans(SplitBehavior::kIsolated, own.spans, piece, own.pieces);
+    }
+  }
+  // Deeper steps use their own scratch, so own.pieces stays intact while they run.
+  for (const std::string_view sub_piece : own.pieces) {
+    split_from(step + 1, sub_piece, scratch, sink, arena);
+  }
 }
 
 }  // namespace mlaserve::tokenizer

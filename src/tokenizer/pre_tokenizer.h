@@ -2,6 +2,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -34,13 +35,21 @@ class PreTokenizer {
   // String pattern) and ByteLevel, which must come last since only byte-level BPE is supported.
   static PreTokenizer from_json(const nlohmann::json& config);
 
-  // Appends the pieces of `text` to `pieces`. They point into `text`, or into `arena` when a step
-  // adds characters (ByteLevel's prefix space).
-  void split(std::string_view text, std::vector<std::string_view>& pieces,
-             std::deque<std::string>& arena) const;
+  using PieceSink = std::function<void(std::string_view piece)>;
+
+  // Passes the pieces of `text` to `sink`, in order. They point into `text`, or into `arena` when
+  // a step adds characters (ByteLevel's prefix space).
+  void split(std::string_view text, const PieceSink& sink, std::deque<std::string>& arena) const;
 
  private:
   using Step = std::variant<SplitStep, ByteLevelStep>;
+  struct StepScratch;
+
+  // Runs `piece` through steps_[step] and the steps after it, depth first, so that no step ever
+  // holds the pieces of a whole long text.
+  void split_from(size_t step, std::string_view piece, std::vector<StepScratch>& scratch,
+                  const PieceSink& sink, std::deque<std::string>& arena) const;
+
   std::vector<Step> steps_;
 };
 

@@ -37,16 +37,16 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + special.prefix.size() + special.suffix.size());
   if (add_special_tokens) ids.insert(ids.end(), special.prefix.begin(), special.prefix.end());
-  std::vector<std::string_view> pieces;
   std::deque<std::string> arena;
+  const PreTokenizer::PieceSink encode_piece = [&](std::string_view piece) {
+    state_->model.encode(piece, ids);
+  };
   for (const TextSegment& segment : segments) {
     if (segment.added_token_id) {
       ids.push_back(*segment.added_token_id);
-      continue;
+    } else {
+      state_->pre_tokenizer.split(segment.text, encode_piece, arena);
     }
-    pieces.clear();
-    state_->pre_tokenizer.split(segment.text, pieces, arena);
-    for (std::string_view piece : pieces) state_->model.encode(piece, ids);
   }
   if (add_special_tokens) ids.insert(ids.end(), special.suffix.begin(), special.suffix.end());
   return ids;

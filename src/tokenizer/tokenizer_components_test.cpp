@@ -97,10 +97,11 @@ std::vector<std::string> split(const std::string& behavior, bool invert, std::st
          {"behavior", behavior},
          {"invert", invert}},
         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
-  std::vector<std::string_view> pieces;
+  std::vector<std::string> pieces;
   std::deque<std::string> arena;
-  PreTokenizer::from_json(config).split(text, pieces, arena);
-  return std::vector<std::string>(pieces.begin(), pieces.end());
+  PreTokenizer::from_json(config).split(
+      text, [&](std::string_view piece) { pieces.emplace_back(piece); }, arena);
+  return pieces;
 }
 
 // The examples of HF's SplitDelimiterBehavior documentation.
