@@ -35,6 +35,7 @@ class Worker {
   model::DeepseekModel& model() { return model_; }
   const StepStats& stats() const { return stats_; }
   const dist::CommStats& comm_stats() const { return comm_.stats(); }
+  int64_t kv_capacity_tokens() const { return kv_.capacity(); }
 
  private:
   StepPlan broadcast_plan(const StepPlan* plan);

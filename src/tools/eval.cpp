@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/launch.h"
+#include "engine/rank_report.h"
 #include "engine/static_planner.h"
 #include "engine/worker.h"
 #include "tools/commands.h"
@@ -101,6 +102,7 @@ void run_rank(const EvalOptions& o, const engine::MpiSession& mpi) {
     engine::StepPlan plan;
     do worker.step(nullptr, &plan);
     while (!plan.shutdown);
+    engine::gather_rank_reports(worker);
     return;
   }
   const auto n = static_cast<int64_t>(requests.size());
@@ -113,9 +115,11 @@ void run_rank(const EvalOptions& o, const engine::MpiSession& mpi) {
   shutdown.shutdown = true;
   worker.step(&shutdown);
 
+  json result = output_json(requests, planner.outputs(), o, model.config().vocab_size);
+  result["ranks"] = engine::gather_rank_reports(worker);
   std::ofstream out(o.output);
   if (!out) fail("cannot write --output {}", o.output);
-  out << output_json(requests, planner.outputs(), o, model.config().vocab_size).dump() << "\n";
+  out << result.dump() << "\n";
   spdlog::info("eval: {} prompts, {} new tokens each, {} steps, {} padded MLP rows, layout {}, wrote {}", n,
                o.max_new_tokens, worker.stats().steps, worker.stats().padded_rows, o.parallel.layout.describe(),
                o.output);

@@ -1,0 +1,87 @@
+// A rank that fails ends the whole job within seconds, with the failing rank's message; never a hang.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "golden.h"
+
+namespace mlaserve::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Rewrites a safetensors file without one tensor's header entry (its bytes stay, unreferenced).
+void drop_tensor(const std::filesystem::path& path, const std::string& name) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
+  ASSERT_EQ(header.erase(name), 1u);
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t new_len = text.size();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&new_len), 8);
+  out << text << bytes.substr(8 + header_len);
+}
+
+// A bad file that only one rank reads: under EP-MoE rank 3 of 4 owns experts 12..15; removing
+// expert 13 from the checkpoint fails rank 3 alone while the others wait in a collective.
+TEST(RankFailure, LoadErrorOnOneRankEndsTheJobWithItsMessage) {
+  TempDir tmp;
+  const auto model = tmp / "model";
+  std::filesystem::copy("tests/data/models/tiny-v2", model);
+  const std::string dropped = "model.layers.1.mlp.experts.13.up_proj.weight";
+  drop_tensor(model / "model.safetensors", dropped);
+  write_json(tmp / "in.json", {{"prompts", {{{"ids", {1, 2, 3}}}}}});
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_command("timeout 60 " + mlaserve_bin() + " eval --model " + model.string() + " --input " +
+                             (tmp / "in.json").string() + " --output " + (tmp / "out.json").string() +
+                             " --tp 4 --dp 2 --enable-dp-attention --enable-ep-moe");
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "timed out: the job hung";
+  EXPECT_LT(seconds, 30);
+  EXPECT_NE(r.output.find("rank 3: error:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing tensor '" + dropped + "'"), std::string::npos) << r.output;
+}
+
+// kill -9 one rank in the middle of a long generation: mpirun ends the others.
+TEST(RankFailure, KilledRankEndsTheJob) {
+  TempDir tmp;
+  write_json(tmp / "in.json", {{"prompts", {{{"ids", {1}}}}}});
+  const std::string marker = (tmp / "in.json").string();
+  const std::string cmd = "timeout 120 " + mlaserve_bin() + " eval --model tests/data/models/tiny-v2 --input " +
+                          marker + " --output " + (tmp / "out.json").string() +
+                          " --tp 4 --max-new-tokens 4000 > " + (tmp / "log.txt").string() + " 2>&1; echo $? > " +
+                          (tmp / "rc.txt").string();
+  std::thread job([&] { std::system(cmd.c_str()); });
+  // The ranks run the binary by its absolute path (mpirun re-exec); mpirun's own command line
+  // starts with "mpirun" and the shell's with "sh", so this pattern matches the 4 ranks only.
+  const std::string ranks = "pgrep -f '^/[^ ]*mlaserve eval .*" + marker + "'";
+  std::string pids;
+  for (int i = 0; i < 300 && std::count(pids.begin(), pids.end(), '\n') < 4; ++i) {
+    std::this_thread::sleep_for(100ms);
+    pids = run_command(ranks).output;
+  }
+  ASSERT_EQ(std::count(pids.begin(), pids.end(), '\n'), 4) << pids;
+  std::this_thread::sleep_for(1500ms);  // let them get into the decode loop
+  const int victim = std::stoi(pids.substr(pids.rfind('\n', pids.size() - 2) + 1));
+  const auto killed_at = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  job.join();
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const std::string rc = run_command("cat " + (tmp / "rc.txt").string()).output;
+  const std::string log = run_command("cat " + (tmp / "log.txt").string()).output;
+  EXPECT_NE(std::stoi(rc), 0) << log;
+  EXPECT_NE(std::stoi(rc), 124) << "timed out: the job hung\n" << log;
+  EXPECT_LT(seconds, 20) << log;
+  EXPECT_NE(log.find("signal 9"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace mlaserve::testing
