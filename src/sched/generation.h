@@ -1,0 +1,60 @@
+// The front door of the engine for the HTTP server: a request to generate tokens, the events it
+// produces, and the handle the server submits through. The server owns text (tokenizing,
+// detokenizing, stop strings, API formats); the engine owns tokens, scheduling and the ranks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/sampling.h"
+
+namespace mlaserve::sched {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;              // token ids (BOS included if the API added it)
+  int64_t max_new_tokens = 128;
+  sampling::SamplingParams sampling;
+  std::vector<int32_t> stop_token_ids;      // finish with reason "stop" after emitting one of these
+  bool ignore_eos = false;                  // when false, the model's EOS ids also stop
+  int top_logprobs = 0;                     // alternatives per token to report (0..20)
+  bool logprobs = false;                    // report the chosen token's logprob
+};
+
+enum class FinishReason { None, Stop, Length, Abort, Error };
+const char* finish_reason_name(FinishReason reason);
+
+// One generated token (or the end of the request). Delivered in order, per request.
+struct TokenEvent {
+  int32_t token = -1;                              // -1 when the event only finishes the request
+  float logprob = 0.0f;                            // when requested
+  std::vector<sampling::TokenLogprob> top;         // when top_logprobs > 0
+  FinishReason finish = FinishReason::None;        // set on the request's last event
+  std::string error;                               // FinishReason::Error: why
+  int64_t prompt_tokens = 0, cached_tokens = 0;    // filled on the first event
+};
+
+using EventSink = std::function<void(const TokenEvent&)>;
+
+// Thread-safe: HTTP handler threads call it; events arrive on the engine thread (sinks must be
+// quick and must not call back into the handle).
+class EngineHandle {
+ public:
+  virtual ~EngineHandle() = default;
+  // Queues a request; returns its id. A request that can never fit (prompt over the context,
+  // or over the KV capacity) gets a single Error event.
+  virtual uint64_t submit(GenerationRequest request, EventSink sink) = 0;
+  // Stops a request at the next step and frees its KV (client gone, stop string matched).
+  virtual void abort(uint64_t id) = 0;
+  // Drops cached prefixes (POST /flush_cache). Returns false when requests are running.
+  virtual bool flush_cache() = 0;
+  // Server info for /get_server_info, /get_load, /metrics (layout, KV capacity and usage, per-
+  // group queue and running counts, token counters).
+  virtual nlohmann::json status() const = 0;
+  virtual int64_t context_length() const = 0;
+};
+
+}  // namespace mlaserve::sched
