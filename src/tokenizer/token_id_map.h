@@ -15,7 +15,6 @@ class TokenIdMap {
   // Adds `token`; returns false (and keeps the existing id) if it is already there.
   bool insert(std::string_view token, int32_t id);
   std::optional<int32_t> find(std::string_view token) const;
-  size_t size() const { return entries_.size(); }
 
   // Calls visit(token, id) for every entry, in insertion order.
   template <typename Visit>

@@ -8,7 +8,9 @@
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/regex.h"
 #include "tokenizer/tiny_tokenizer_test_util.h"
+#include "tokenizer/token_id_map.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/word_cache.h"
 
 namespace mlaserve::tokenizer {
 namespace {
@@ -54,6 +56,36 @@ TEST(ByteLevel, Gpt2ByteMap) {
   EXPECT_EQ(byte_level::symbols_to_bytes("ĠaĊ"), " a\n");
   // A token with a character outside the map (an added token) decodes to its own text.
   EXPECT_EQ(byte_level::symbols_to_bytes("<｜User｜>"), "<｜User｜>");
+}
+
+TEST(TokenIdMap, KeepsTheFirstIdAndGrows) {
+  TokenIdMap map;
+  for (int32_t id = 0; id < 1000; ++id) EXPECT_TRUE(map.insert(fmt::format("token{}", id), id));
+  EXPECT_FALSE(map.insert("token7", 99));
+  EXPECT_EQ(map.find("token7"), 7);
+  EXPECT_EQ(map.find("token999"), 999);
+  EXPECT_EQ(map.find("token1000"), std::nullopt);
+  EXPECT_EQ(map.find(""), std::nullopt);
+}
+
+TEST(WordCache, StoresShortWordsAndReplacesOnCollision) {
+  WordCache cache;
+  Ids ids;
+  EXPECT_FALSE(cache.lookup("hello", ids));
+  cache.store("hello", Ids{1, 2});
+  EXPECT_TRUE(cache.lookup("hello", ids));
+  EXPECT_EQ(ids, (Ids{1, 2}));
+  // Storing many words evicts some; whatever is found must be what was stored for that word.
+  for (int32_t i = 0; i < 100000; ++i) cache.store(fmt::format("w{}", i), Ids{i});
+  for (int32_t i = 0; i < 100000; i += 997) {
+    ids.clear();
+    if (cache.lookup(fmt::format("w{}", i), ids)) {
+      EXPECT_EQ(ids, Ids{i});
+    }
+  }
+  const std::string long_word(WordCache::kMaxWordBytes + 1, 'x');
+  cache.store(long_word, Ids{5});
+  EXPECT_FALSE(cache.lookup(long_word, ids));
 }
 
 TEST(Regex, OnigurumaEscapesAreTranslated) {
