@@ -23,6 +23,9 @@ namespace {
 
 constexpr int64_t kMinRowsPerPart = 128;  // kv rows below which splitting a token costs more
 constexpr int64_t kQueryRun = 16;         // prefill query rows per work item
+// Multiply-adds (~15-30 µs on one core) below which waking the other threads (~10 µs per
+// OpenMP region on this VM) does not pay.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 21;
 
 // How many parts to split each query token's kv range into: enough work items for every
 // thread twice over (dynamic scheduling evens out the causal imbalance), but parts of at
@@ -36,16 +39,21 @@ int64_t parts_per_token(int64_t n_q, int64_t shortest_range) {
 template <typename KvRow>
 void attend_range(const FlashQueries& queries, int64_t begin, int64_t end, KvRow kv_row,
                   const FlashState& state) {
-  const float* k_rows[kFlashBlock];
-  const float* v_rows[kFlashBlock];
-  for (int64_t start = begin; start < end; start += kFlashBlock) {
-    const int64_t count = std::min(kFlashBlock, end - start);
-    for (int64_t j = 0; j < round_up_to_tile(count); ++j) {
-      const auto [k, v] = kv_row(start + std::min(j, count - 1));  // padding repeats a row
-      k_rows[j] = k;
-      v_rows[j] = v;
+  FlashKvBlock blocks[2];  // the current block and the next one (prefetched meanwhile)
+  const auto fill = [&](FlashKvBlock& block, int64_t start) {
+    block.begin = start;
+    block.count = std::min(kFlashBlock, end - start);
+    for (int64_t j = 0; j < round_up_to_tile(block.count); ++j) {
+      const auto [k, v] = kv_row(start + std::min(j, block.count - 1));  // padding repeats a row
+      block.k[j] = k;
+      block.v[j] = v;
     }
-    flash_add_block(queries, k_rows, v_rows, start, count, state);
+  };
+  if (begin < end) fill(blocks[0], begin);
+  for (int64_t start = begin, current = 0; start < end; start += kFlashBlock, current ^= 1) {
+    const bool has_next = start + kFlashBlock < end;
+    if (has_next) fill(blocks[current ^ 1], start + kFlashBlock);
+    flash_add_block(queries, blocks[current], has_next ? &blocks[current ^ 1] : nullptr, state);
   }
 }
 
@@ -114,7 +122,9 @@ void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const fl
   if (!cpu_has_avx512()) return ref::mla_attention_absorbed(s, q, kv_pool, kv_slots, out);
   if (s.n_q == 0 || s.n_heads == 0) return;
   const int64_t first_visible = s.n_kv - s.n_q + 1;  // kv rows seen by the first token
-  const int64_t parts = parts_per_token(s.n_q, first_visible);
+  const bool parallel =
+      s.n_q * s.n_kv * s.n_heads * (2 * s.d_latent + s.d_rope) >= kMinParallelMacs;
+  const int64_t parts = parallel ? parts_per_token(s.n_q, first_visible) : 1;
   const int64_t rows_padded = round_up_to_tile(s.n_heads);
   const int64_t state_floats = flash_state_floats(rows_padded, s.d_latent);
   // [n_q, parts] states in the calling thread's buffers. The parallel loops below use them
@@ -128,13 +138,12 @@ void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const fl
     states[p] = flash_state_at(storage.data() + p * state_floats, rows_padded);
   }
 
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t item = 0; item < s.n_q * parts; ++item) {
+  for_each_item(s.n_q * parts, parallel, [&](int64_t item) {
     const int64_t i = item / parts, part = item % parts;
     const int64_t visible = first_visible + i;
     absorbed_part(s, q, kv_pool, kv_slots, i, visible * part / parts, visible * (part + 1) / parts,
                   states[item]);
-  }
+  });
   const int64_t rows = s.n_q * s.n_heads;
   for_ranges(rows, rows * s.d_latent >= (1 << 16), [&](int64_t first, int64_t last) {
     for (int64_t row = first; row < last; ++row) {
@@ -148,13 +157,13 @@ void mla_attention_prefill(const PrefillAttention& s, const float* q, const floa
                            const float* v, float* out) {
   if (!cpu_has_avx512()) return ref::mla_attention_prefill(s, q, k, v, out);
   const int64_t runs = (s.n_tokens + kQueryRun - 1) / kQueryRun;
+  const int64_t macs = s.n_heads * s.n_tokens * (s.n_tokens + 1) / 2 * (s.d_qk + s.d_v);
   // Latest runs first: they see the longest prefixes, so the dynamic schedule ends evenly.
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t item = 0; item < runs * s.n_heads; ++item) {
+  for_each_item(runs * s.n_heads, macs >= kMinParallelMacs, [&](int64_t item) {
     const int64_t run = runs - 1 - item / s.n_heads, h = item % s.n_heads;
     const int64_t first = run * kQueryRun;
     prefill_run(s, q, k, v, h, first, std::min(kQueryRun, s.n_tokens - first), out);
-  }
+  });
 }
 
 }  // namespace mlaserve::kernels

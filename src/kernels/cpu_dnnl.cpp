@@ -54,16 +54,23 @@ dnnl::matmul::primitive_desc matmul_desc(int64_t m, const Weight& w, const memor
 // Key of a cached primitive: m, N, K, weight type, packed or row-major weights.
 using PrimitiveKey = std::tuple<int64_t, int64_t, int64_t, WeightType, bool>;
 
-const dnnl::matmul& cached_primitive(int64_t m, const Weight& w, const memory::desc& weights) {
+// Prefill chunk sizes bring ever new m; past this many primitives the map starts over instead
+// of growing without bound (oneDNN's own primitive cache still makes recent ones cheap).
+constexpr size_t kMaxCachedPrimitives = 1024;
+
+// The primitive for this call's shape, created on first use. Returned by value (a reference-
+// counted handle), so clearing the map cannot pull it from under a running call.
+dnnl::matmul cached_primitive(int64_t m, const Weight& w, const memory::desc& weights) {
   static std::mutex mutex;
   static std::map<PrimitiveKey, dnnl::matmul> primitives;
   const PrimitiveKey key{m, w.rows(), w.cols(), w.type(), w.packed != nullptr};
   const std::lock_guard lock(mutex);
   auto it = primitives.find(key);
   if (it == primitives.end()) {
+    if (primitives.size() >= kMaxCachedPrimitives) primitives.clear();
     it = primitives.emplace(key, dnnl::matmul(matmul_desc(m, w, weights))).first;
   }
-  return it->second;  // std::map nodes never move, so the reference outlives the lock
+  return it->second;
 }
 
 // x as the matmul's src: f32 used in place; for BF16 weights rounded into a per-thread buffer.
@@ -98,7 +105,7 @@ void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
   const memory weights =
       packed ? packed->weights
              : memory(row_major_weight_desc(w), cpu_engine(), const_cast<void*>(weight_data(w)));
-  const dnnl::matmul& primitive = cached_primitive(m, w, weights.get_desc());
+  const dnnl::matmul primitive = cached_primitive(m, w, weights.get_desc());
   const memory::desc dst({m, w.rows()}, memory::data_type::f32, Tag::ab);
   thread_local dnnl::stream stream(cpu_engine());
   primitive.execute(stream, {{DNNL_ARG_SRC, source_memory(x, m, w)},

@@ -122,6 +122,7 @@ void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
 }
 
 void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
   if (!cpu_has_avx512()) return ref::softmax(x, n);
   softmax_avx512(x, n);
 }

@@ -19,13 +19,6 @@ constexpr int64_t kMinParallelWork = 1 << 16;  // weight elements below which on
 
 // ---- F32 weights ------------------------------------------------------------------------
 
-// Makes v live in a register. Without it g++ folds the x (or w) loads into the FMAs as memory
-// operands, reloading each vector once per use: 20 loads per 16 FMAs instead of 8, which made
-// the F32 tiles load-bound at a third of the FMA peak.
-MLASERVE_AVX512 inline void keep_in_register(__m512& v) {
-  asm("" : "+v"(v));
-}
-
 // y[i * y_stride + r] = x[i, :k] · w[r, :k] for r < kRows, i < kM. x rows are k floats apart.
 // `next` is the weight block the thread reads after this one: it is fetched into L2 in step,
 // because with short rows (K = 1024: 2-4 KB) the hardware prefetcher has no time to ramp up

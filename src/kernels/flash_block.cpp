@@ -35,24 +35,31 @@ MLASERVE_AVX512 inline __m512 sum_lanes(__m512 q0, __m512 q1, __m512 q2, __m512 
                        _mm512_shuffle_f32x4(q01, q23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// acc[4r + j] += q[r][c..c+16) · k[j][c..c+16) lane-wise, lanes outside `valid` read as 0.
+MLASERVE_AVX512 inline void score_step(const float* const* q, const float* const* k, int64_t c,
+                                       __mmask16 valid, __m512 (&acc)[16]) {
+  __m512 qv[4], kv[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    qv[i] = _mm512_maskz_loadu_ps(valid, q[i] + c);
+    kv[i] = _mm512_maskz_loadu_ps(valid, k[i] + c);
+    keep_in_register(qv[i]);
+    keep_in_register(kv[i]);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[4 * r + j] = _mm512_fmadd_ps(qv[r], kv[j], acc[4 * r + j]);
+}
+
 // s[r * kFlashBlock + c] = q[r] · k[c] over d floats, for r, c < 4.
 MLASERVE_AVX512 void score_tile(const float* const* q, const float* const* k, int64_t d, float* s) {
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < d; c += 16) {
-    const __mmask16 valid = first_lanes16(d - c);  // all ones except in the d % 16 tail
-    __m512 qv[4], kv[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      qv[i] = _mm512_maskz_loadu_ps(valid, q[i] + c);
-      kv[i] = _mm512_maskz_loadu_ps(valid, k[i] + c);
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[4 * r + j] = _mm512_fmadd_ps(qv[r], kv[j], acc[4 * r + j]);
-  }
+  int64_t c = 0;
+  for (; c + 16 <= d; c += 16) score_step(q, k, c, 0xffff, acc);
+  if (c < d) score_step(q, k, c, first_lanes16(d - c), acc);
   const __m512 sums =
       sum_lanes(sum_quads(sum_pairs(acc[0], acc[1]), sum_pairs(acc[2], acc[3])),
                 sum_quads(sum_pairs(acc[4], acc[5]), sum_pairs(acc[6], acc[7])),
@@ -64,13 +71,25 @@ MLASERVE_AVX512 void score_tile(const float* const* q, const float* const* k, in
   _mm_storeu_ps(s + 3 * kFlashBlock, _mm512_extractf32x4_ps(sums, 3));
 }
 
-// p[r, c] = q[r] · k[c] for all padded query rows r and kv rows c < count_padded.
-void score_block(const FlashQueries& queries, const float* const* k_rows, int64_t count_padded,
+// Requests rows[0, count) (d floats each) into L2.
+void prefetch_rows(const float* const* rows, int64_t count, int64_t d) {
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t f = 0; f < d; f += 16) _mm_prefetch(rows[r] + f, _MM_HINT_T1);
+    _mm_prefetch(rows[r] + d - 1, _MM_HINT_T1);  // the last line when rows are not aligned
+  }
+}
+
+// p[r, c] = q[r] · k[c] for all padded query rows r and the block's padded kv rows c, while
+// prefetching the matching tile of the next block.
+void score_block(const FlashQueries& queries, const FlashKvBlock& block, const FlashKvBlock* next,
                  float* p) {
   const int64_t rows_padded = round_up_to_tile(queries.n_rows);
-  for (int64_t c = 0; c < count_padded; c += kFlashTile) {
+  for (int64_t c = 0; c < round_up_to_tile(block.count); c += kFlashTile) {
+    if (next && c < next->count) {
+      prefetch_rows(next->k + c, std::min(kFlashTile, next->count - c), queries.d_qk);
+    }
     for (int64_t r = 0; r < rows_padded; r += kFlashTile) {
-      score_tile(queries.q + r, k_rows + c, queries.d_qk, p + r * kFlashBlock + c);
+      score_tile(queries.q + r, block.k + c, queries.d_qk, p + r * kFlashBlock + c);
     }
   }
 }
@@ -178,9 +197,8 @@ void flash_state_reset(const FlashState& state, int64_t rows_padded, int64_t d_v
   std::fill(state.out, state.out + rows_padded * d_v, 0.0f);
 }
 
-void flash_add_block(const FlashQueries& queries, const float* const* k_rows,
-                     const float* const* v_rows, int64_t begin, int64_t count,
-                     const FlashState& state) {
+void flash_add_block(const FlashQueries& queries, const FlashKvBlock& block,
+                     const FlashKvBlock* next, const FlashState& state) {
   const int64_t rows_padded = round_up_to_tile(queries.n_rows);
   thread_local BlockScratch scratch;
   scratch.p.resize(static_cast<size_t>(rows_padded * kFlashBlock));
@@ -188,15 +206,16 @@ void flash_add_block(const FlashQueries& queries, const float* const* k_rows,
   float* p = scratch.p.data();
   float* correction = scratch.correction.data();
 
-  score_block(queries, k_rows, round_up_to_tile(count), p);
+  score_block(queries, block, next, p);
   for (int64_t r = 0; r < rows_padded; ++r) {
     const int64_t visible =
-        r < queries.n_rows ? std::clamp<int64_t>(queries.row_end[r] - begin, 0, count) : 0;
+        r < queries.n_rows ? std::clamp<int64_t>(queries.row_end[r] - block.begin, 0, block.count)
+                           : 0;
     correction[r] = softmax_update(p + r * kFlashBlock, first_lanes32(visible), queries.scale,
                                    state.max[r], state.sum[r]);
   }
   for (int64_t r = 0; r < rows_padded; r += kFlashTile) {
-    pv_rows(p + r * kFlashBlock, correction + r, v_rows, count, state.out + r * queries.d_v,
+    pv_rows(p + r * kFlashBlock, correction + r, block.v, block.count, state.out + r * queries.d_v,
             queries.d_v);
   }
 }

@@ -39,12 +39,18 @@ inline int64_t flash_state_floats(int64_t rows_padded, int64_t d_v) {
 FlashState flash_state_at(float* storage, int64_t rows_padded);
 void flash_state_reset(const FlashState& state, int64_t rows_padded, int64_t d_v);
 
-// Folds kv rows [begin, begin + count) into the state; count <= kFlashBlock. k_rows/v_rows hold
-// count pointers to rows of d_qk / d_v floats, padded to round_up_to_tile(count) entries by
-// repeating a real row.
-void flash_add_block(const FlashQueries& queries, const float* const* k_rows,
-                     const float* const* v_rows, int64_t begin, int64_t count,
-                     const FlashState& state);
+// Kv rows [begin, begin + count) of a sequence, count <= kFlashBlock: pointers to rows of d_qk
+// (k) and d_v (v) floats, padded to round_up_to_tile(count) entries by repeating a real row.
+struct FlashKvBlock {
+  int64_t begin = 0, count = 0;
+  const float* k[kFlashBlock] = {};
+  const float* v[kFlashBlock] = {};
+};
+
+// Folds one kv block into the state. `next` (may be null) is the block that follows: its k
+// rows are prefetched into L2 meanwhile, as a KV cache read once per step comes from DRAM.
+void flash_add_block(const FlashQueries& queries, const FlashKvBlock& block,
+                     const FlashKvBlock* next, const FlashState& state);
 
 // dst[0, d_v) = softmax-weighted output of one query row whose kv rows were split into
 // n_states disjoint parts, each folded into its own state (n_states = 1: out row / sum).

@@ -26,4 +26,16 @@ void for_ranges(int64_t count, bool parallel, Body body) {
   }
 }
 
+// Calls body(i) for every i in [0, count), handing items to threads one at a time (for items
+// of unequal cost) when `parallel`, else in order on the calling thread.
+template <typename Body>
+void for_each_item(int64_t count, bool parallel, Body body) {
+  if (!parallel || count < 2 || omp_get_max_threads() == 1) {
+    for (int64_t i = 0; i < count; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < count; ++i) body(i);
+}
+
 }  // namespace mlaserve::kernels
