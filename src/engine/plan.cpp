@@ -53,6 +53,33 @@ class ByteReader {
   size_t at_ = 0;
 };
 
+void put_sampling(ByteWriter& w, const sampling::SamplingParams& p) {
+  w.put(p.temperature);
+  w.put(p.top_k);
+  w.put(p.top_p);
+  w.put(p.min_p);
+  w.put(p.presence_penalty);
+  w.put(p.frequency_penalty);
+  w.put(p.repetition_penalty);
+  w.put<uint8_t>(p.seed.has_value());
+  w.put<uint64_t>(p.seed.value_or(0));
+}
+
+sampling::SamplingParams get_sampling(ByteReader& r) {
+  sampling::SamplingParams p;
+  p.temperature = r.get<float>();
+  p.top_k = r.get<int>();
+  p.top_p = r.get<float>();
+  p.min_p = r.get<float>();
+  p.presence_penalty = r.get<float>();
+  p.frequency_penalty = r.get<float>();
+  p.repetition_penalty = r.get<float>();
+  const bool has_seed = r.get<uint8_t>() != 0;
+  const auto seed = r.get<uint64_t>();
+  if (has_seed) p.seed = seed;
+  return p;
+}
+
 }  // namespace
 
 int64_t GroupPlan::n_tokens() const {
@@ -81,8 +108,12 @@ std::vector<uint8_t> StepPlan::encode() const {
       w.put_vector(s.kv_slots);
       w.put<uint8_t>(s.all_logits);
       w.put<uint8_t>(s.return_logits);
+      w.put<uint8_t>(s.sample);
+      put_sampling(w, s.sampling);
+      w.put(s.top_logprobs);
     }
   }
+  w.put_vector(released);
   return std::move(w.bytes);
 }
 
@@ -100,8 +131,12 @@ StepPlan StepPlan::decode(std::span<const uint8_t> bytes) {
       s.kv_slots = r.get_vector<int32_t>();
       s.all_logits = r.get<uint8_t>() != 0;
       s.return_logits = r.get<uint8_t>() != 0;
+      s.sample = r.get<uint8_t>() != 0;
+      s.sampling = get_sampling(r);
+      s.top_logprobs = r.get<int32_t>();
     }
   }
+  plan.released = r.get_vector<uint64_t>();
   if (!r.done()) fail("internal: trailing bytes in a step plan");
   return plan;
 }
@@ -111,7 +146,9 @@ std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results) 
   w.put<uint64_t>(results.size());
   for (const auto& res : results) {
     w.put(res.id);
-    w.put(res.argmax);
+    w.put(res.token);
+    w.put(res.logprob);
+    w.put_vector(res.top);
     w.put_vector(res.logits);
   }
   return std::move(w.bytes);
@@ -122,7 +159,9 @@ std::vector<SequenceResult> decode_results(std::span<const uint8_t> bytes) {
   std::vector<SequenceResult> results(r.get<uint64_t>());
   for (auto& res : results) {
     res.id = r.get<uint64_t>();
-    res.argmax = r.get<int32_t>();
+    res.token = r.get<int32_t>();
+    res.logprob = r.get<float>();
+    res.top = r.get_vector<sampling::TokenLogprob>();
     res.logits = r.get_vector<float>();
   }
   return results;

@@ -52,16 +52,24 @@ StepPlan StaticPlanner::next_plan() {
     s.slots = allocators_[g].allocate(static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
     s.admitted = true;
     admitted[g] += 1;
-    plan.groups[g].seqs.push_back({i, 0, r.prompt, {s.slots.begin(), s.slots.begin() + r.prompt.size()},
-                                   r.all_logits, r.return_logits});
+    PlannedSequence p;
+    p.id = i;
+    p.new_tokens = r.prompt;
+    p.kv_slots.assign(s.slots.begin(), s.slots.begin() + static_cast<long>(r.prompt.size()));
+    p.all_logits = r.all_logits;
+    p.return_logits = r.return_logits;
+    plan.groups[g].seqs.push_back(std::move(p));
   }
   for (size_t i = 0; i < seqs_.size(); ++i) {  // groups that admitted nothing decode
     const Sequence& s = seqs_[i];
     if (!s.admitted || s.n_cached == 0 || finished(i) || admitted[static_cast<size_t>(s.group)] > 0) continue;
-    const auto& out = outputs_[i];
-    plan.groups[static_cast<size_t>(s.group)].seqs.push_back(
-        {i, s.n_cached, {out.generated.back()}, {s.slots.begin(), s.slots.begin() + s.n_cached + 1}, false,
-         requests_[i].return_logits});
+    PlannedSequence p;
+    p.id = i;
+    p.n_cached = s.n_cached;
+    p.new_tokens = {outputs_[i].generated.back()};
+    p.kv_slots.assign(s.slots.begin(), s.slots.begin() + s.n_cached + 1);
+    p.return_logits = requests_[i].return_logits;
+    plan.groups[static_cast<size_t>(s.group)].seqs.push_back(std::move(p));
   }
   return plan;
 }
@@ -78,7 +86,7 @@ void StaticPlanner::apply(const std::vector<SequenceResult>& results) {
     } else {
       out.step_logits.push_back(r.logits);
     }
-    if (static_cast<int64_t>(out.generated.size()) < requests_[i].max_new_tokens) out.generated.push_back(r.argmax);
+    if (static_cast<int64_t>(out.generated.size()) < requests_[i].max_new_tokens) out.generated.push_back(r.token);
     if (finished(i)) allocators_[static_cast<size_t>(s.group)].release(s.slots);
   }
 }

@@ -21,6 +21,7 @@ std::vector<SequenceResult> Worker::step(const StepPlan* plan_on_rank0, StepPlan
   StepPlan plan = broadcast_plan(plan_on_rank0);
   if (received) *received = plan;
   if (plan.shutdown) return {};
+  for (uint64_t id : plan.released) samplers_.erase(id);
   return gather_results(run(plan));
 }
 
@@ -79,14 +80,37 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   for (const PlannedSequence& s : mine.seqs) {
     const int64_t rows = s.all_logits ? static_cast<int64_t>(s.new_tokens.size()) : 1;
     const float* last = logits.data() + (row + rows - 1) * V;
-    SequenceResult r;
-    r.id = s.id;
-    r.argmax = static_cast<int32_t>(std::max_element(last, last + V) - last);
+    SequenceResult r = pick_token(s, last);
     if (s.return_logits) r.logits.assign(logits.data() + row * V, last + V);
     results.push_back(std::move(r));
     row += rows;
   }
   return results;
+}
+
+// The group leader samples: greedy without penalties needs no state; anything else uses the
+// request's sampler (its RNG and token counts live here from the first token to release).
+SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_row) {
+  SequenceResult r;
+  r.id = s.id;
+  if (!s.sample) return r;
+  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  const std::span<const float> raw(last_row, V);
+  const sampling::SamplingParams& p = s.sampling;
+  const bool stateless = p.greedy() && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+                         p.repetition_penalty == 1.0f;
+  if (stateless) {
+    r.token = sampling::argmax(raw);
+  } else {
+    std::vector<float> row(raw.begin(), raw.end());
+    r.token = samplers_.try_emplace(s.id, p).first->second.sample(row);
+  }
+  if (s.top_logprobs >= 0) {
+    sampling::LogprobResult lp = sampling::logprobs(raw, r.token, s.top_logprobs);
+    r.logprob = lp.chosen.logprob;
+    r.top = std::move(lp.top);
+  }
+  return r;
 }
 
 std::vector<SequenceResult> Worker::gather_results(const std::vector<SequenceResult>& mine) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 
 #include "cache/latent_kv_pool.h"
 #include "dist/mpi_step_comm.h"
@@ -41,6 +42,7 @@ class Worker {
   StepPlan broadcast_plan(const StepPlan* plan);
   std::vector<SequenceResult> run(const StepPlan& plan);
   std::vector<SequenceResult> gather_results(const std::vector<SequenceResult>& mine);
+  SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
 
   const dist::Topology& topology_;
   model::DeepseekModel& model_;
@@ -48,6 +50,7 @@ class Worker {
   dist::MpiStepComm comm_;
   cache::LatentKvPool kv_;
   StepStats stats_;
+  std::unordered_map<uint64_t, sampling::Sampler> samplers_;  // group leaders: one per sampled request
 };
 
 }  // namespace mlaserve::engine

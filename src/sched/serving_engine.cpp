@@ -1,0 +1,194 @@
+#include "sched/serving_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace mlaserve::sched {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::None: return "none";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Abort: return "abort";
+    case FinishReason::Error: return "error";
+  }
+  return "?";
+}
+
+ServingEngine::ServingEngine(int groups, const EngineOptions& options)
+    : options_(options), balancer_(options.load_balance) {
+  for (int g = 0; g < groups; ++g) groups_.emplace_back(options.kv_tokens_per_group, options.limits);
+  publish_status();
+}
+
+uint64_t ServingEngine::submit(GenerationRequest request, EventSink sink) {
+  auto r = std::make_shared<ActiveRequest>();
+  r->request = std::move(request);
+  r->sink = std::move(sink);
+  {
+    std::lock_guard lock(inbox_mutex_);
+    r->id = next_id_++;
+    inbox_.push_back(r);
+  }
+  inbox_cv_.notify_one();
+  return r->id;
+}
+
+void ServingEngine::abort(uint64_t id) {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    aborts_.push_back(id);
+  }
+  inbox_cv_.notify_one();
+}
+
+void ServingEngine::stop() {
+  stop_ = true;
+  inbox_cv_.notify_one();
+}
+
+void ServingEngine::finish(ActiveRequest& r, FinishReason reason, const std::string& error) {
+  TokenEvent e;
+  e.finish = reason;
+  e.error = error;
+  e.prompt_tokens = r.prompt_len();
+  if (r.sink) r.sink(e);
+  groups_[static_cast<size_t>(r.group)].remove(r.id);
+  released_.push_back(r.id);
+  active_.erase(r.id);
+  requests_finished_ += 1;
+}
+
+// New requests go to a group by the load balancer; requests that can never run are refused.
+void ServingEngine::take_inbox() {
+  std::deque<std::shared_ptr<ActiveRequest>> incoming;
+  std::vector<uint64_t> aborts;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    incoming.swap(inbox_);
+    aborts.swap(aborts_);
+  }
+  for (auto& r : incoming) {
+    active_[r->id] = r;
+    if (r->request.prompt.empty() || r->kv_tokens_needed() > options_.context_length) {
+      finish(*r, FinishReason::Error,
+             fmt::format("prompt of {} tokens plus max_new_tokens {} exceeds the context of {} tokens",
+                         r->prompt_len(), r->request.max_new_tokens, options_.context_length));
+      continue;
+    }
+    std::vector<int64_t> load;
+    for (const auto& g : groups_) load.push_back(g.outstanding_tokens());
+    r->group = balancer_.choose(load);
+    if (!groups_[static_cast<size_t>(r->group)].fits_ever(*r)) {
+      finish(*r, FinishReason::Error,
+             fmt::format("prompt of {} tokens plus max_new_tokens {} needs more KV cache than the {} tokens a "
+                         "group holds",
+                         r->prompt_len(), r->request.max_new_tokens, options_.kv_tokens_per_group));
+      continue;
+    }
+    prompt_tokens_ += static_cast<uint64_t>(r->prompt_len());
+    groups_[static_cast<size_t>(r->group)].enqueue(r);
+  }
+  for (uint64_t id : aborts) {
+    if (auto it = active_.find(id); it != active_.end()) finish(*it->second, FinishReason::Abort);
+  }
+}
+
+void ServingEngine::apply(const std::vector<engine::SequenceResult>& results) {
+  for (const engine::SequenceResult& res : results) {
+    auto it = active_.find(res.id);
+    if (it == active_.end() || res.token < 0) continue;
+    ActiveRequest& r = *it->second;
+    r.generated.push_back(res.token);
+    tokens_generated_ += 1;
+    TokenEvent e;
+    e.token = res.token;
+    e.logprob = res.logprob;
+    e.top = res.top;
+    if (r.generated.size() == 1) e.prompt_tokens = r.prompt_len();
+    const auto& stops = r.request.stop_token_ids;
+    const auto& eos = options_.eos_token_ids;
+    const bool stop = std::find(stops.begin(), stops.end(), res.token) != stops.end() ||
+                      (!r.request.ignore_eos && std::find(eos.begin(), eos.end(), res.token) != eos.end());
+    const bool length = static_cast<int64_t>(r.generated.size()) >= r.request.max_new_tokens;
+    e.finish = stop ? FinishReason::Stop : length ? FinishReason::Length : FinishReason::None;
+    if (r.sink) r.sink(e);
+    if (e.finish != FinishReason::None) {
+      r.sink = nullptr;  // the finishing event was the last one
+      finish(r, e.finish);
+    }
+  }
+}
+
+bool ServingEngine::step_once(engine::Worker& worker) {
+  take_inbox();
+  engine::StepPlan plan;
+  bool any = false;
+  for (auto& g : groups_) {
+    plan.groups.push_back(g.plan_step());
+    any = any || !plan.groups.back().seqs.empty();
+  }
+  if (!any) {
+    publish_status();
+    return false;
+  }
+  plan.released.swap(released_);
+  apply(worker.step(&plan));
+  steps_ += 1;
+  publish_status();
+  return true;
+}
+
+void ServingEngine::run(engine::Worker& worker) {
+  while (!stop_) {
+    if (step_once(worker)) continue;
+    std::unique_lock lock(inbox_mutex_);
+    inbox_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_ || !inbox_.empty() || !aborts_.empty(); });
+  }
+  engine::StepPlan shutdown;
+  shutdown.shutdown = true;
+  worker.step(&shutdown);
+}
+
+void ServingEngine::publish_status() {
+  nlohmann::json groups = nlohmann::json::array();
+  int64_t running = 0, waiting = 0, kv_used = 0, kv_total = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const GroupScheduler& s = groups_[g];
+    groups.push_back({{"dp_rank", g},
+                      {"running_requests", s.running().size()},
+                      {"waiting_requests", s.waiting()},
+                      {"outstanding_tokens", s.outstanding_tokens()},
+                      {"kv_used_tokens", s.kv_used()},
+                      {"kv_capacity_tokens", s.kv_capacity()}});
+    running += static_cast<int64_t>(s.running().size());
+    waiting += static_cast<int64_t>(s.waiting());
+    kv_used += s.kv_used();
+    kv_total += s.kv_capacity();
+  }
+  nlohmann::json status = {{"layout", options_.layout},
+                           {"load", groups},
+                           {"running_requests", running},
+                           {"waiting_requests", waiting},
+                           {"kv_used_tokens", kv_used},
+                           {"max_total_num_tokens", kv_total},
+                           {"kv_usage", kv_total > 0 ? static_cast<double>(kv_used) / static_cast<double>(kv_total) : 0.0},
+                           {"requests_finished", requests_finished_},
+                           {"prompt_tokens_total", prompt_tokens_},
+                           {"generation_tokens_total", tokens_generated_},
+                           {"steps", steps_},
+                           {"context_length", options_.context_length},
+                           {"chunked_prefill_size_per_group", options_.limits.chunk_tokens},
+                           {"max_running_requests_per_group", options_.limits.max_running}};
+  std::lock_guard lock(status_mutex_);
+  status_ = std::move(status);
+}
+
+nlohmann::json ServingEngine::status() const {
+  std::lock_guard lock(status_mutex_);
+  return status_;
+}
+
+}  // namespace mlaserve::sched

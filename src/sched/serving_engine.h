@@ -1,0 +1,70 @@
+// The engine behind the HTTP server, on rank 0: requests arrive from handler threads through an
+// inbox; the main thread (the only one that calls MPI) runs the step loop: take new requests and
+// aborts, let each DP group's scheduler plan its part, run the step on every rank, hand each
+// request its token.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "engine/worker.h"
+#include "sched/group_scheduler.h"
+#include "sched/load_balancer.h"
+
+namespace mlaserve::sched {
+
+struct EngineOptions {
+  int64_t kv_tokens_per_group = 0;
+  GroupLimits limits;
+  LoadBalanceMethod load_balance = LoadBalanceMethod::RoundRobin;
+  int64_t context_length = 0;
+  std::vector<int64_t> eos_token_ids;
+  nlohmann::json layout;  // reported by status()
+};
+
+class ServingEngine final : public EngineHandle {
+ public:
+  ServingEngine(int groups, const EngineOptions& options);
+
+  uint64_t submit(GenerationRequest request, EventSink sink) override;
+  void abort(uint64_t id) override;
+  bool flush_cache() override { return true; }  // no prefix cache yet: nothing to drop
+  nlohmann::json status() const override;
+  int64_t context_length() const override { return options_.context_length; }
+
+  // Rank 0's main thread: steps until stop() (from any thread, e.g. a signal handler).
+  void run(engine::Worker& worker);
+  void stop();
+
+  // One round of the loop without waiting: for tests and the benchmark. Returns false if idle.
+  bool step_once(engine::Worker& worker);
+
+ private:
+  void take_inbox();
+  void finish(ActiveRequest& r, FinishReason reason, const std::string& error = "");
+  void apply(const std::vector<engine::SequenceResult>& results);
+  void publish_status();
+
+  EngineOptions options_;
+  std::vector<GroupScheduler> groups_;
+  LoadBalancer balancer_;
+  std::unordered_map<uint64_t, std::shared_ptr<ActiveRequest>> active_;
+  std::vector<uint64_t> released_;  // ended since the last plan: leaders drop their samplers
+
+  mutable std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
+  std::deque<std::shared_ptr<ActiveRequest>> inbox_;
+  std::vector<uint64_t> aborts_;
+  uint64_t next_id_ = 1;
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex status_mutex_;
+  nlohmann::json status_;
+  uint64_t requests_finished_ = 0, tokens_generated_ = 0, prompt_tokens_ = 0, steps_ = 0;
+};
+
+}  // namespace mlaserve::sched
