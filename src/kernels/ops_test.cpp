@@ -164,11 +164,12 @@ TEST(RmsNorm, MatchesReference) {
       const std::vector<float> x = random_values(static_cast<size_t>(rows * dim), 7, -3.0f, 3.0f);
       const std::vector<float> gamma = random_values(static_cast<size_t>(dim), 8);
       std::vector<float> expected(x.size()), actual(x.size(), NAN);
-      ref::rms_norm(x.data(), gamma.data(), rows, dim, 1e-6f, expected.data());
-      rms_norm(x.data(), gamma.data(), rows, dim, 1e-6f, actual.data());
+      const float eps = dim == 7 ? 0.5f : 1e-6f;  // a large eps once, so that it shows
+      ref::rms_norm(x.data(), gamma.data(), rows, dim, eps, expected.data());
+      rms_norm(x.data(), gamma.data(), rows, dim, eps, actual.data());
       EXPECT_LE(relative_error(actual, expected, 1e-3), kF32Tolerance);
       std::vector<float> in_place = x;  // y may alias x
-      rms_norm(in_place.data(), gamma.data(), rows, dim, 1e-6f, in_place.data());
+      rms_norm(in_place.data(), gamma.data(), rows, dim, eps, in_place.data());
       EXPECT_LE(relative_error(in_place, expected, 1e-3), kF32Tolerance);
     }
   }
