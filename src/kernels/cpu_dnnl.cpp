@@ -1,6 +1,6 @@
 // oneDNN matmul with weights packed once at load. In oneDNN terms: src x [m, K], weights
 // [K, N] (our row-major W[N, K] is that matrix in format "ba"), dst y [m, N] f32.
-// One primitive per (m, N, K, type, packed) is created on first use and kept.
+// One primitive per (m, N, K, type, packed) is created on first use and cached.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
