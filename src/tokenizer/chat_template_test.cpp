@@ -190,6 +190,7 @@ TEST(ChatTemplate, SyntaxErrorsNameTheLine) {
   EXPECT_NE(render_error("{{ x").find("never closed"), std::string::npos);
   EXPECT_NE(render_error("{{ a ; b }}").find("unexpected character ';'"), std::string::npos);
   EXPECT_NE(render_error("{% break %}").find("outside a loop"), std::string::npos);
+  EXPECT_NE(render_error("{{ 99999999999999999999 }}").find("out of range"), std::string::npos);
 }
 
 TEST(ChatTemplate, UndefinedMisuseIsAnError) {

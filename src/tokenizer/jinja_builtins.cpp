@@ -222,7 +222,7 @@ Value make_namespace(const CallArgs& args, int line) {
 }
 
 Value make_range(const CallArgs& args, int line) {
-  constexpr int64_t kMaxLength = 1'000'000;
+  constexpr int64_t kMaxLength = 100'000;  // Jinja's sandbox refuses longer ranges too
   const size_t count = args.positional.size();
   if (count < 1 || count > 3) fail_at(line, "range() takes 1 to 3 arguments");
   const int64_t start = count == 1 ? 0 : int_argument(args.positional[0], "range start", line);

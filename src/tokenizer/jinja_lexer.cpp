@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 
 #include "tokenizer/jinja_value.h"
 #include "tokenizer/utf8.h"

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_parser.h"
 
+#include <charconv>
 #include <initializer_list>
 
 #include "tokenizer/jinja_lexer.h"
@@ -10,6 +11,16 @@ namespace {
 template <typename Node>
 ExprPtr make(Node node, int line) {
   return std::make_unique<Expr>(Expr{std::move(node), line});
+}
+
+template <typename Number>
+Value parse_number(const Token& token) {
+  Number number{};
+  const char* end = token.text.data() + token.text.size();
+  const auto [stop, error] = std::from_chars(token.text.data(), end, number);
+  if (error != std::errc() || stop != end)
+    fail_at(token.line, "number {} is out of range", token.text);
+  return number;
 }
 
 std::string describe(const Token& token) {
@@ -306,9 +317,9 @@ class Parser {
         return make(Literal{Value(std::move(text))}, token.line);
       }
       case TokenKind::kInteger:
-        return make(Literal{Value(int64_t{std::stoll(token.text)})}, token.line);
+        return make(Literal{parse_number<int64_t>(token)}, token.line);
       case TokenKind::kFloat:
-        return make(Literal{Value(std::stod(token.text))}, token.line);
+        return make(Literal{parse_number<double>(token)}, token.line);
       case TokenKind::kOperator:
         if (token.text == "(") return parse_parenthesized(token.line);
         if (token.text == "[") return parse_list(token.line);
