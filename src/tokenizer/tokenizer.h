@@ -17,6 +17,8 @@ namespace mlaserve::tokenizer {
 
 struct TokenizerState;
 
+// Immutable once loaded and cheap to copy (copies share the loaded tables); encode and decode
+// may run on several threads at once.
 class Tokenizer {
  public:
   // Loads `dir`/tokenizer.json and, if present, `dir`/tokenizer_config.json (BOS/EOS, whether
@@ -42,6 +44,8 @@ class Tokenizer {
   std::string_view id_to_bytes(int32_t id) const;
   bool is_special(int32_t id) const;  // dropped by skip_special_tokens
 
+  // True when tokenizer_config has a chat template, even one outside the supported Jinja subset
+  // (apply_chat_template then says what is unsupported).
   bool has_chat_template() const;
   // Renders the chat template for `messages` (a JSON array of {role, content, ...}) with the
   // variables HF passes: messages, add_generation_prompt, bos_token, eos_token, pad_token,
