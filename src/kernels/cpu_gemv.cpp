@@ -13,8 +13,11 @@
 namespace mlaserve::kernels {
 namespace {
 
-constexpr int kTileRows = 4;  // weight rows per pass
-constexpr int kTileM = 4;     // x rows per pass; larger m loops over groups of kTileM
+// Weight rows and x rows per pass: up to 8 × 3 = 24 accumulators + 3 x vectors + 1 weight
+// vector fit the 32 zmm registers. Eight rows are eight concurrent DRAM streams, which at
+// m = 1..2 streamed W 5-15 % faster than four rows did.
+constexpr int kTileRows = 8;
+constexpr int kTileM = 3;                      // larger m loops over groups of kTileM x rows
 constexpr int64_t kMinParallelWork = 1 << 16;  // weight elements below which one thread is faster
 
 // ---- F32 weights ------------------------------------------------------------------------
@@ -27,43 +30,43 @@ template <int kRows, int kM>
 MLASERVE_AVX512 void tile_f32(const float* x, const float* w, const float* next, int64_t k,
                               float* y, int64_t y_stride) {
   __m512 acc[kRows][kM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_setzero_ps();
 
   int64_t c = 0;
   for (; c + 16 <= k; c += 16) {
     __m512 xv[kM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) {
       xv[i] = _mm512_loadu_ps(x + i * k + c);
       keep_in_register(xv[i]);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       _mm_prefetch(next + r * k + c, _MM_HINT_T1);
       __m512 wv = _mm512_loadu_ps(w + r * k + c);
       keep_in_register(wv);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_fmadd_ps(wv, xv[i], acc[r][i]);
     }
   }
   if (c < k) {  // k % 16 tail: masked loads read zeros past the end of each row
     const __mmask16 tail = first_lanes16(k - c);
     __m512 xv[kM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) xv[i] = _mm512_maskz_loadu_ps(tail, x + i * k + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const __m512 wv = _mm512_maskz_loadu_ps(tail, w + r * k + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_fmadd_ps(wv, xv[i], acc[r][i]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) y[i * y_stride + r] = hsum(acc[r][i]);
 }
 
@@ -83,9 +86,6 @@ MLASERVE_AVX512 void row_block_f32(const float* x, int64_t m, const float* w, in
     case 2:
       tile_f32<kRows, 2>(x + i * k, w_rows, next, k, y + i * n + row, n);
       break;
-    case 3:
-      tile_f32<kRows, 3>(x + i * k, w_rows, next, k, y + i * n + row, n);
-      break;
     default:
       break;
   }
@@ -99,39 +99,39 @@ template <int kRows, int kM>
 MLASERVE_AVX512_BF16 void tile_bf16(const bf16* x, int64_t k_padded, const bf16* w,
                                     const bf16* next, int64_t k, float* y, int64_t y_stride) {
   __m512 acc[kRows][kM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_setzero_ps();
 
   int64_t c = 0;
   for (; c + 32 <= k; c += 32) {
     __m512bh xv[kM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) xv[i] = (__m512bh)_mm512_loadu_si512(x + i * k_padded + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       _mm_prefetch(next + r * k + c, _MM_HINT_T1);
       const __m512bh wv = (__m512bh)_mm512_loadu_si512(w + r * k + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_dpbf16_ps(acc[r][i], wv, xv[i]);
     }
   }
   if (c < k) {  // k % 32 tail: x is zero-padded, so only the weight load needs a mask
     const __mmask32 tail = first_lanes32(k - c);
     __m512bh xv[kM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) xv[i] = (__m512bh)_mm512_loadu_si512(x + i * k_padded + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(tail, w + r * k + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_dpbf16_ps(acc[r][i], wv, xv[i]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) y[i * y_stride + r] = hsum(acc[r][i]);
 }
 
@@ -150,9 +150,6 @@ MLASERVE_AVX512_BF16 void row_block_bf16(const bf16* x, int64_t m, int64_t k_pad
       break;
     case 2:
       tile_bf16<kRows, 2>(x + i * k_padded, k_padded, w_rows, next, k, y + i * n + row, n);
-      break;
-    case 3:
-      tile_bf16<kRows, 3>(x + i * k_padded, k_padded, w_rows, next, k, y + i * n + row, n);
       break;
     default:
       break;
