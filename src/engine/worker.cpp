@@ -3,6 +3,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "core/error.h"
 
@@ -25,6 +27,8 @@ std::vector<SequenceResult> Worker::step(const StepPlan* plan_on_rank0, StepPlan
   return gather_results(run(plan));
 }
 
+// Non-root ranks wait for the next plan with a non-blocking broadcast polled with a growing
+// sleep (up to 1 ms), so an idle server's ranks do not busy-poll the cores.
 StepPlan Worker::broadcast_plan(const StepPlan* plan) {
   std::vector<uint8_t> bytes;
   uint64_t size = 0;
@@ -32,7 +36,13 @@ StepPlan Worker::broadcast_plan(const StepPlan* plan) {
     bytes = plan->encode();
     size = bytes.size();
   }
-  MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  MPI_Request request;
+  MPI_Ibcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &request);
+  int done = 0;
+  for (int64_t pause_us = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;
+       pause_us = std::min<int64_t>(2 * pause_us + 1, 1000)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
   bytes.resize(size);
   MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD);
   return StepPlan::decode(bytes);

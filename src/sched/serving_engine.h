@@ -36,7 +36,7 @@ class ServingEngine final : public EngineHandle {
   nlohmann::json status() const override;
   int64_t context_length() const override { return options_.context_length; }
 
-  // Rank 0's main thread: steps until stop() (from any thread, e.g. a signal handler).
+  // Rank 0's main thread: steps until stop() (from any thread or a signal handler).
   void run(engine::Worker& worker);
   void stop();
 

@@ -1,0 +1,139 @@
+// mlaserve serve: the HTTP server on rank 0 in front of the serving engine; every rank runs its
+// share of each step. With no --model it serves the built-in demo model (models/brown-tiny).
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+
+#include "core/error.h"
+#include "dist/kv_capacity.h"
+#include "engine/launch.h"
+#include "engine/worker.h"
+#include "sched/serving_engine.h"
+#include "server/http_server.h"
+#include "tools/commands.h"
+#include "tools/model_options.h"
+#include "tools/parallel_options.h"
+
+namespace mlaserve::tools {
+
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  ParallelFlags parallel;
+  server::ServerOptions http;
+  int64_t kv_cache_mib = 1024;
+  int64_t max_running_requests = 256;
+  int64_t chunked_prefill_size = 8192;
+  std::string load_balance = "round_robin";
+};
+
+sched::ServingEngine* g_engine = nullptr;
+extern "C" void on_signal(int) {
+  if (g_engine) g_engine->stop();
+}
+
+void resolve_defaults(ServeOptions& o) {
+  if (o.model.model_dir.empty()) {
+    o.model.model_dir = MLASERVE_DEMO_MODEL_DIR;
+    spdlog::info("serve: no --model given, serving the built-in demo model {}", o.model.model_dir);
+  }
+  if (o.http.tokenizer_path.empty()) o.http.tokenizer_path = o.model.model_dir;
+  o.http.model_path = o.model.model_dir;
+  if (o.http.model_name.empty()) o.http.model_name = std::filesystem::path(o.model.model_dir).filename().string();
+}
+
+sched::EngineOptions engine_options(const ServeOptions& o, const dist::Topology& topo, const model::ModelConfig& cfg) {
+  const dist::KvCapacity kv = dist::kv_capacity(topo, cfg, o.kv_cache_mib << 20);
+  if (kv.per_rank_tokens < 1) fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib, kv.bytes_per_token);
+  const int64_t groups = topo.instances * topo.groups_per_instance;
+  sched::EngineOptions e;
+  e.kv_tokens_per_group = kv.per_rank_tokens;
+  // Global budgets divided by the DP groups (research G): the MLP batch after the gather stays
+  // about the configured size.
+  e.limits.chunk_tokens = std::max<int64_t>(1, o.chunked_prefill_size / groups);
+  e.limits.max_running = std::max<int64_t>(1, o.max_running_requests / groups);
+  e.load_balance = sched::parse_load_balance_method(o.load_balance);
+  e.context_length = cfg.max_position_embeddings;
+  e.eos_token_ids = cfg.eos_token_ids;
+  e.layout = {{"tp", o.parallel.layout.tp},
+              {"dp", o.parallel.layout.dp},
+              {"enable_dp_attention", o.parallel.layout.dp_attention},
+              {"enable_dp_linear", o.parallel.layout.dp_linear},
+              {"enable_ep_moe", o.parallel.layout.ep_moe},
+              {"dtype", o.model.dtype},
+              {"kv_bytes_per_token", kv.bytes_per_token},
+              {"kv_tokens_per_rank", kv.per_rank_tokens},
+              {"kv_tokens_per_instance", kv.instance_tokens}};
+  spdlog::info("serve: layout {}, KV cache {} MiB per rank = max_total_num_tokens {} per rank ({} per instance)",
+               o.parallel.layout.describe(), o.kv_cache_mib, kv.per_rank_tokens, kv.instance_tokens);
+  return e;
+}
+
+void run_rank(ServeOptions o, const engine::MpiSession& mpi) {
+  resolve_defaults(o);
+  const dist::Topology topo = dist::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
+  const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
+  dist::check_model_fits(topo, cfg);
+  const sched::EngineOptions eo = engine_options(o, topo, cfg);
+  model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
+  spdlog::info("serve: rank {} holds {:.1f} MB of weights", mpi.rank(), static_cast<double>(model.resident_weight_bytes()) / 1e6);
+  engine::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
+  if (mpi.rank() != 0) {
+    engine::StepPlan plan;
+    do worker.step(nullptr, &plan);
+    while (!plan.shutdown);
+    return;
+  }
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
+  sched::ServingEngine engine(topo.instances * topo.groups_per_instance, eo);
+  server::HttpServer http(o.http, engine, tok);
+  http.start();
+  spdlog::info("serve: listening on http://{}:{} (model \"{}\")", o.http.host, http.port(), o.http.model_name);
+  g_engine = &engine;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  engine.run(worker);
+  g_engine = nullptr;
+  spdlog::info("serve: shutting down");
+  http.stop();
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  o->model.add_to(*cmd, /*model_required=*/false);
+  o->parallel.add_to(*cmd);
+  cmd->add_option("--host", o->http.host, "Address to bind (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port to bind (0 picks a free one)")->capture_default_str();
+  cmd->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer <key>' on every request");
+  cmd->add_option("--served-model-name", o->http.model_name, "Model name in the API (default: the model directory's name)");
+  cmd->add_option("--tokenizer", o->http.tokenizer_path, "Directory with tokenizer.json (default: the model directory)");
+  cmd->add_option("--max-body-bytes", o->http.max_body_bytes, "Largest request body accepted (413 above)")->capture_default_str();
+  cmd->add_option("--http-threads", o->http.threads, "Connections served at once (each open stream holds one)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--enable-cors", o->http.cors, "Send CORS headers (off by default)");
+  cmd->add_option("--kv-cache-memory", o->kv_cache_mib, "Latent KV cache per rank, in MiB (sets max_total_num_tokens)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-running-requests", o->max_running_requests,
+                  "Requests decoding at once, over all DP groups (divided by dp)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--chunked-prefill-size", o->chunked_prefill_size,
+                  "Prefill tokens per step, a global budget divided by the DP groups (SGLang semantics)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--load-balance-method", o->load_balance,
+                  "How new requests pick a DP group: round_robin or minimum_tokens (fewest outstanding tokens)")
+      ->check(CLI::IsMember({"round_robin", "minimum_tokens"}))
+      ->capture_default_str();
+  cmd->callback([o] {
+    engine::run_ranks(o->parallel.layout.world_size(), [&](const engine::MpiSession& mpi) { run_rank(*o, mpi); });
+  });
+}
+
+}  // namespace mlaserve::tools
