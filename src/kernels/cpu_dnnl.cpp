@@ -86,7 +86,7 @@ memory source_memory(const float* x, int64_t m, const Weight& w) {
 }  // namespace
 
 bool dnnl_supports(WeightType type) {
-  return type == WeightType::F32 || cpu_has_avx512_bf16();
+  return !reference_kernels_forced() && (type == WeightType::F32 || cpu_has_avx512_bf16());
 }
 
 std::shared_ptr<void> dnnl_pack(const Weight& w) {

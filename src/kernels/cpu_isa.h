@@ -9,12 +9,15 @@
 
 namespace mlaserve::kernels {
 
+// True after use_reference_kernels(true) (ops.h): every fast path then declines.
+bool reference_kernels_forced();
+
 // True when the MLASERVE_AVX512 kernels may run.
 inline bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-  return has;
+  return has && !reference_kernels_forced();
 }
 
 // True when the MLASERVE_AVX512_BF16 kernels (vdpbf16ps) may run.

@@ -45,6 +45,10 @@ class Weight {
   std::vector<bf16> b16_;
 };
 
+// Every op runs its scalar reference (reference.h) instead of the fast path, for checking the
+// fast path end to end (`--kernels reference`). Set once at start-up, before weights are prepared.
+void use_reference_kernels(bool on);
+
 // Called once after a weight is filled (model load). May pack it for the fast path.
 void prepare(Weight& w);
 

@@ -12,9 +12,15 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
                  "(reference precision)")
       ->check(CLI::IsMember({"bfloat16", "bf16", "float32", "fp32"}))
       ->capture_default_str();
+  cmd.add_option("--kernels", kernels,
+                 "fast (AVX-512 / oneDNN) or reference (the plain scalar kernels, to check the fast path "
+                 "end to end; slow)")
+      ->check(CLI::IsMember({"fast", "reference"}))
+      ->capture_default_str();
 }
 
 kernels::WeightType ModelOptions::weight_type() const {
+  kernels::use_reference_kernels(kernels == "reference");
   return dtype == "float32" || dtype == "fp32" ? kernels::WeightType::F32 : kernels::WeightType::BF16;
 }
 

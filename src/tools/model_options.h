@@ -11,8 +11,10 @@ namespace mlaserve::tools {
 struct ModelOptions {
   std::string model_dir;
   std::string dtype = "bfloat16";
+  std::string kernels = "fast";
 
   void add_to(CLI::App& cmd, bool model_required = true);
+  // The weight type for --dtype; also applies --kernels (call before loading the model).
   kernels::WeightType weight_type() const;
 };
 
