@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   mlaserve::tools::add_serve(app);
   mlaserve::tools::add_bench_one_batch(app);
   mlaserve::tools::add_tokenizer_commands(app);
+  mlaserve::tools::add_bench_serving(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,138 @@
+// The table's exact layout (SGLang's format strings) and the JSONL record's fields.
+#include "bench/report.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace mlaserve::bench {
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+BenchmarkMetrics sample_metrics() {
+  BenchmarkMetrics m;
+  m.completed = 50;
+  m.duration_s = 12.3456;
+  m.total_input = 5000;
+  m.total_output = 1600;
+  m.total_output_retokenized = 1598;
+  m.request_throughput = 4.05;
+  m.concurrency = 3.999;
+  m.itl_ms.max = 123.456;
+  return m;
+}
+
+TEST(Report, TableLinesAreSglangs) {
+  BenchOptions options;
+  options.backend = Backend::Sglang;
+  const std::vector<std::string> lines = lines_of(format_table(options, sample_metrics()));
+  const std::vector<std::string> expected_start = {
+      "",
+      "============ Serving Benchmark Result ============",
+      "Backend:                                 sglang    ",
+      "Traffic request rate:                    inf       ",
+      "Max request concurrency:                 not set   ",
+      "Successful requests:                     50        ",
+      "Benchmark duration (s):                  12.35     ",
+      "Total input tokens:                      5000      ",
+      "Total generated tokens:                  1600      ",
+      "Total generated tokens (retokenized):    1598      ",
+      "Request throughput (req/s):              4.05      ",
+  };
+  ASSERT_GE(lines.size(), expected_start.size());
+  for (size_t i = 0; i < expected_start.size(); ++i) EXPECT_EQ(lines[i], expected_start[i]);
+  const std::vector<std::string> labels = {"Input token throughput (tok/s):",
+                                           "Output token throughput (tok/s):",
+                                           "Total token throughput (tok/s):",
+                                           "Concurrency:",
+                                           "Mean E2E Latency (ms):",
+                                           "Median E2E Latency (ms):",
+                                           "P99 E2E Latency (ms):",
+                                           "Mean TTFT (ms):",
+                                           "Median TTFT (ms):",
+                                           "P99 TTFT (ms):",
+                                           "Mean TPOT (ms):",
+                                           "Median TPOT (ms):",
+                                           "P99 TPOT (ms):",
+                                           "Mean ITL (ms):",
+                                           "Median ITL (ms):",
+                                           "P95 ITL (ms):",
+                                           "P99 ITL (ms):",
+                                           "Max ITL (ms):"};
+  size_t at = expected_start.size();
+  for (const std::string& label : labels) {
+    while (at < lines.size() && !lines[at].starts_with(label)) ++at;
+    ASSERT_LT(at, lines.size()) << label << " missing or out of order";
+  }
+  EXPECT_NE(
+      std::find(lines.begin(), lines.end(), "Concurrency:                             4.00      "),
+      lines.end());
+  EXPECT_NE(
+      std::find(lines.begin(), lines.end(), "Max ITL (ms):                            123.46    "),
+      lines.end());
+  EXPECT_NE(
+      std::find(lines.begin(), lines.end(), "-----Time per Output Token (excl. 1st token)------"),
+      lines.end());
+  EXPECT_NE(
+      std::find(lines.begin(), lines.end(), "---------------Time to First Token----------------"),
+      lines.end());
+  EXPECT_NE(
+      std::find(lines.begin(), lines.end(), "----------------End-to-End Latency----------------"),
+      lines.end());
+  EXPECT_EQ(lines.back(), std::string(50, '='));
+}
+
+TEST(Report, RateAndConcurrencyPrintLikePython) {
+  BenchOptions options;
+  options.request_rate = 4.0;
+  options.max_concurrency = 8;
+  const std::string table = format_table(options, sample_metrics());
+  EXPECT_NE(table.find("Traffic request rate:                    4.0       \n"), std::string::npos);
+  EXPECT_NE(table.find("Max request concurrency:                 8         \n"), std::string::npos);
+  options.request_rate = 0.25;
+  EXPECT_NE(format_table(options, sample_metrics()).find("rate:                    0.25      \n"),
+            std::string::npos);
+}
+
+TEST(Report, FailuresAreCountedAndTheFirstErrorShown) {
+  BenchmarkMetrics m = sample_metrics();
+  m.failed = 2;
+  m.first_error = "HTTP 500: boom";
+  const std::string table = format_table(BenchOptions{}, m);
+  EXPECT_NE(table.find("Failed requests:                         2         \n"), std::string::npos);
+  EXPECT_NE(table.find("2 of 52 requests failed; the first error: HTTP 500: boom\n"),
+            std::string::npos);
+}
+
+TEST(Report, JsonRecordHasEveryField) {
+  BenchOptions options;
+  options.max_concurrency = 4;
+  const nlohmann::ordered_json record = result_record(options, sample_metrics());
+  for (const char* key :
+       {"backend", "dataset_name", "request_rate", "max_concurrency", "random_input_len",
+        "random_output_len", "random_range_ratio", "duration", "completed", "total_input_tokens",
+        "total_output_tokens", "total_output_tokens_retokenized", "request_throughput",
+        "input_throughput", "output_throughput", "total_throughput", "concurrency", "p95_itl_ms",
+        "max_itl_ms"}) {
+    EXPECT_TRUE(record.contains(key)) << key;
+  }
+  for (const char* stat : {"mean", "median", "std", "p99"}) {
+    for (const char* metric : {"e2e_latency", "ttft", "tpot", "itl"}) {
+      const std::string key = std::string(stat) + "_" + metric + "_ms";
+      EXPECT_TRUE(record.contains(key)) << key;
+    }
+  }
+  EXPECT_EQ(record["request_rate"], "inf");
+  EXPECT_EQ(record["max_concurrency"], 4);
+  EXPECT_EQ(record["total_output_tokens"], 1600);
+  EXPECT_FALSE(record.contains("first_error"));
+}
+
+}  // namespace
+}  // namespace mlaserve::bench
