@@ -1,0 +1,46 @@
+// The HTTP front end: OpenAI-compatible and SGLang-native routes over an EngineHandle.
+// The server owns text (tokenizing, detokenizing, stop strings, API formats); the engine owns
+// tokens. See openai_routes.h and native_routes.h for the endpoints.
+#pragma once
+
+#include <memory>
+#include <thread>
+
+#include "sched/generation.h"
+#include "server/server_options.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mlaserve::server {
+
+struct ServerContext;
+class ListeningServer;
+class RouteTable;
+
+class HttpServer {
+ public:
+  // `engine` and `tokenizer` must outlive the server.
+  HttpServer(ServerOptions options, sched::EngineHandle& engine,
+             const tokenizer::Tokenizer& tokenizer);
+  ~HttpServer();  // stops
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds (throws mlaserve::Error naming the address if it cannot, e.g. the port is taken) and
+  // serves on background threads; returns once connections are accepted. Once only.
+  void start();
+  // The bound port (the one chosen when the options asked for port 0).
+  int port() const { return port_; }
+  // Stops accepting, ends open streams and waits for the server threads. Idempotent.
+  void stop();
+
+ private:
+  void install_hooks();
+
+  std::unique_ptr<ServerContext> context_;
+  std::unique_ptr<ListeningServer> server_;
+  std::unique_ptr<RouteTable> routes_;
+  std::thread listener_;
+  int port_ = -1;
+};
+
+}  // namespace mlaserve::server

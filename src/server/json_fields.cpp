@@ -1,0 +1,121 @@
+#include "server/json_fields.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "server/api_error.h"
+
+namespace mlaserve::server {
+
+namespace {
+
+ApiError wrong_type(std::string_view key, std::string_view expected, const nlohmann::json& value) {
+  return invalid_request(
+      fmt::format("'{}' must be {}, got {}", key, expected,
+                  value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)),
+      std::string(key));
+}
+
+std::optional<int64_t> as_int(const nlohmann::json& value) {
+  if (value.is_number_integer()) {
+    if (value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX) return std::nullopt;
+    return value.get<int64_t>();
+  }
+  if (value.is_number_float()) {
+    const double number = value.get<double>();
+    // 2^63 is the first double past int64's range.
+    if (std::trunc(number) == number && std::abs(number) < 0x1p63) {
+      return static_cast<int64_t>(number);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_object(const std::string& body) {
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::parse_error& error) {
+    throw invalid_request(fmt::format("Request body is not valid JSON: {}", error.what()));
+  }
+  if (!parsed.is_object()) throw invalid_request("Request body must be a JSON object");
+  return parsed;
+}
+
+const nlohmann::json* field(const nlohmann::json& object, std::string_view key) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<int64_t> read_int(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = field(object, key);
+  if (!value) return std::nullopt;
+  const std::optional<int64_t> number = as_int(*value);
+  if (!number) throw wrong_type(key, "an integer", *value);
+  return number;
+}
+
+std::optional<double> read_number(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = field(object, key);
+  if (!value) return std::nullopt;
+  if (!value->is_number()) throw wrong_type(key, "a number", *value);
+  return value->get<double>();
+}
+
+std::optional<bool> read_bool(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = field(object, key);
+  if (!value) return std::nullopt;
+  if (!value->is_boolean()) throw wrong_type(key, "a boolean", *value);
+  return value->get<bool>();
+}
+
+std::optional<std::string> read_string(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = field(object, key);
+  if (!value) return std::nullopt;
+  if (!value->is_string()) throw wrong_type(key, "a string", *value);
+  return value->get<std::string>();
+}
+
+std::vector<std::string> read_string_or_list(const nlohmann::json& object, std::string_view key) {
+  const nlohmann::json* value = field(object, key);
+  if (!value) return {};
+  if (value->is_string()) return {value->get<std::string>()};
+  if (!value->is_array()) throw wrong_type(key, "a string or a list of strings", *value);
+  std::vector<std::string> strings;
+  for (const nlohmann::json& item : *value) {
+    if (!item.is_string()) throw wrong_type(key, "a string or a list of strings", *value);
+    strings.push_back(item.get<std::string>());
+  }
+  return strings;
+}
+
+bool is_integer_array(const nlohmann::json& value) {
+  if (!value.is_array()) return false;
+  for (const nlohmann::json& item : value) {
+    if (!item.is_number_integer()) return false;
+  }
+  return true;
+}
+
+std::vector<int32_t> read_token_ids(const nlohmann::json& value, std::string_view param,
+                                    int32_t vocab_size) {
+  if (!is_integer_array(value)) throw wrong_type(param, "a list of token ids", value);
+  std::vector<int32_t> ids;
+  ids.reserve(value.size());
+  for (const nlohmann::json& item : value) {
+    const std::optional<int64_t> id = as_int(item);
+    if (!id || *id < 0 || *id >= vocab_size) {
+      throw invalid_request(fmt::format("'{}' holds token id {}, outside the vocabulary [0, {})",
+                                        param, item.dump(), vocab_size),
+                            std::string(param));
+    }
+    ids.push_back(static_cast<int32_t>(*id));
+  }
+  return ids;
+}
+
+}  // namespace mlaserve::server

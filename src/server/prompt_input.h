@@ -1,0 +1,41 @@
+// Prompts of the three generation APIs as token ids, and the token budget they leave.
+// Text prompts get BOS like HF/SGLang (encode with special tokens); a rendered chat already
+// begins with BOS, so it is encoded without; token-id prompts are used as given.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer.h"
+
+namespace mlaserve::server {
+
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::optional<std::string> text;  // when given as text
+};
+
+// "prompt" of /v1/completions: a string, a list of strings, a list of ids or a list of id lists.
+std::vector<Prompt> completion_prompts(const nlohmann::json& body,
+                                       const tokenizer::Tokenizer& tokenizer);
+// "messages" of /v1/chat/completions, rendered with the tokenizer's chat template.
+Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer);
+
+// "text" (a string or list) or "input_ids" (a list or list of lists) of /generate.
+struct NativePrompts {
+  std::vector<Prompt> prompts;
+  bool batch = false;  // given as a list: the response is a list
+};
+NativePrompts native_prompts(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer);
+
+// The tokens a choice may generate: `requested` if the context holds prompt + requested
+// (400 naming both numbers otherwise), else `default_tokens` capped by the room left.
+int64_t resolve_max_new_tokens(size_t prompt_tokens, std::optional<int64_t> requested,
+                               int64_t default_tokens, int64_t context_length,
+                               const std::string& param);
+
+}  // namespace mlaserve::server

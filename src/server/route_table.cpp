@@ -1,0 +1,112 @@
+#include "server/route_table.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "server/api_error.h"
+#include "server/http_response.h"
+
+namespace mlaserve::server {
+
+namespace {
+
+// Compares in time independent of where the strings differ, so the key cannot be guessed
+// byte by byte from response times.
+bool equal_in_constant_time(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return difference == 0;
+}
+
+}  // namespace
+
+RouteTable::RouteTable(httplib::Server& server, ServerContext& context)
+    : server_(server), context_(context) {}
+
+void RouteTable::get(const std::string& path, Handler handler) {
+  methods_by_path_[path].insert("GET");
+  server_.Get(path, guarded(std::move(handler), /*needs_key=*/true));
+}
+
+void RouteTable::get_public(const std::string& path, Handler handler) {
+  methods_by_path_[path].insert("GET");
+  server_.Get(path, guarded(std::move(handler), /*needs_key=*/false));
+}
+
+void RouteTable::post(const std::string& path, Handler handler) {
+  methods_by_path_[path].insert("POST");
+  server_.Post(path, guarded(std::move(handler), /*needs_key=*/true));
+}
+
+Handler RouteTable::guarded(Handler handler, bool needs_key) const {
+  return [this, handler = std::move(handler), needs_key](const httplib::Request& request,
+                                                         httplib::Response& response) {
+    try {
+      if (needs_key) check_api_key(request);
+      // cpp-httplib enforces the limit on Content-Length bodies only, not on chunked ones.
+      if (request.body.size() > context_.options.max_body_bytes) {
+        throw ApiError(413,
+                       fmt::format("Request body is larger than the limit of {} bytes",
+                                   context_.options.max_body_bytes),
+                       "invalid_request_error", "", "request_too_large");
+      }
+      handler(request, response);
+    } catch (const ApiError& error) {
+      send_error(response, error);
+    } catch (const std::exception& error) {
+      spdlog::error("{} {} failed: {}", request.method, request.path, error.what());
+      send_error(response, server_error(error.what()));
+    }
+  };
+}
+
+void RouteTable::check_api_key(const httplib::Request& request) const {
+  const std::string& key = context_.options.api_key;
+  if (key.empty()) return;
+  if (equal_in_constant_time(request.get_header_value("Authorization"), "Bearer " + key)) return;
+  throw ApiError(401, "Missing or invalid API key; send 'Authorization: Bearer <key>'",
+                 "invalid_request_error", "", "invalid_api_key");
+}
+
+void RouteTable::add_fallbacks() {
+  const Handler unmatched = [this](const httplib::Request& request, httplib::Response& response) {
+    answer_unmatched(request, response);
+  };
+  server_.Get(".*", unmatched);
+  server_.Post(".*", unmatched);
+  server_.Put(".*", unmatched);
+  server_.Patch(".*", unmatched);
+  server_.Delete(".*", unmatched);
+  server_.Options(".*", unmatched);
+}
+
+void RouteTable::answer_unmatched(const httplib::Request& request,
+                                  httplib::Response& response) const {
+  const auto route = methods_by_path_.find(request.path);
+  if (route == methods_by_path_.end()) {
+    send_error(response,
+               ApiError(404, fmt::format("Invalid URL ({} {})", request.method, request.path),
+                        "invalid_request_error", "", "not_found"));
+    return;
+  }
+  const std::string allowed = fmt::format("{}", fmt::join(route->second, ", "));
+  if (request.method == "OPTIONS" && context_.options.cors) {
+    response.status = 204;  // preflight; the CORS headers are added to every response
+    return;
+  }
+  response.set_header("Allow", allowed);
+  send_error(response, ApiError(405,
+                                fmt::format("Method {} is not allowed for {}; use {}",
+                                            request.method, request.path, allowed),
+                                "invalid_request_error", "", "method_not_allowed"));
+}
+
+std::string RouteTable::endpoint_of(const std::string& path) const {
+  return methods_by_path_.contains(path) ? path : "unmatched";
+}
+
+}  // namespace mlaserve::server

@@ -1,0 +1,21 @@
+// Settings of the HTTP server (the `serve` subcommand's --host, --port, --api-key, ...).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace mlaserve::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback unless the operator opens it up
+  int port = 30000;                // 0 picks a free port (tests)
+  std::string api_key;             // when set, requests need "Authorization: Bearer <key>"
+  size_t max_body_bytes = 8 << 20;
+  int threads = 64;        // connections served at once; each open stream holds one
+  std::string model_name;  // served name; defaults to model_path
+  std::string model_path;
+  std::string tokenizer_path;
+  bool cors = false;  // send Access-Control-* headers for browser clients
+};
+
+}  // namespace mlaserve::server

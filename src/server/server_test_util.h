@@ -1,0 +1,141 @@
+// A real HttpServer on 127.0.0.1 (a free port) over the FakeEngine and the brown-tiny
+// tokenizer, with helpers to call it and to read server-sent events.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/fake_engine_test_util.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mlaserve::server::testing {
+
+inline const tokenizer::Tokenizer& brown_tiny_tokenizer() {
+  static const tokenizer::Tokenizer tokenizer = [] {
+    const std::filesystem::path dir = "tests/data/brown-tiny-tokenizer";
+    return tokenizer::Tokenizer::load(std::filesystem::exists(dir) ? dir : "models/brown-tiny");
+  }();
+  return tokenizer;
+}
+
+// The id of a vocabulary entry such as "Ġthe" (fails the test if absent).
+inline int32_t id_of(std::string_view token) {
+  const std::optional<int32_t> id = brown_tiny_tokenizer().token_to_id(token);
+  EXPECT_TRUE(id.has_value()) << token;
+  return id.value_or(-1);
+}
+
+// The payloads of a server-sent event stream's "data: " events, in order.
+inline std::vector<std::string> sse_payloads(const std::string& body) {
+  std::vector<std::string> payloads;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    payloads.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return payloads;
+}
+
+// The JSON events of a stream, checking that it ends with exactly one [DONE].
+inline std::vector<nlohmann::json> sse_json_events(const std::string& body) {
+  std::vector<std::string> payloads = sse_payloads(body);
+  EXPECT_FALSE(payloads.empty());
+  EXPECT_EQ(payloads.empty() ? "" : payloads.back(), "[DONE]") << body;
+  std::vector<nlohmann::json> events;
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) {
+    events.push_back(nlohmann::json::parse(payloads[i]));
+  }
+  return events;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kModelName = "brown-tiny";
+  static constexpr const char* kModelPath = "/models/brown-tiny";
+
+  void SetUp() override { start({}, {}); }
+  void TearDown() override { stop(); }
+
+  // Restarts with these options (host, port and model names are filled in).
+  void start(ServerOptions options, FakeEngine::Options engine_options) {
+    stop();
+    options.host = "127.0.0.1";
+    options.port = 0;
+    if (options.model_name.empty()) options.model_name = kModelName;
+    options.model_path = kModelPath;
+    options.tokenizer_path = "tests/data/brown-tiny-tokenizer";
+    engine_options.vocab_size = tokenizer().vocab_size();
+    engine_ = std::make_unique<FakeEngine>(engine_options);
+    server_ = std::make_unique<HttpServer>(options, *engine_, tokenizer());
+    server_->start();
+  }
+
+  void stop() {
+    if (server_) server_->stop();
+    server_.reset();
+    engine_.reset();
+  }
+
+  // Stops the server but keeps the engine, to inspect what it saw.
+  void stop_server() {
+    if (server_) server_->stop();
+  }
+  int port() const { return server_->port(); }
+
+  static const tokenizer::Tokenizer& tokenizer() { return brown_tiny_tokenizer(); }
+  FakeEngine& engine() { return *engine_; }
+
+  httplib::Client client() const {
+    httplib::Client client("127.0.0.1", server_->port());
+    client.set_read_timeout(10, 0);
+    client.set_connection_timeout(5, 0);
+    return client;
+  }
+
+  httplib::Result post(const std::string& path, const std::string& body,
+                       const httplib::Headers& headers = {}) const {
+    return client().Post(path, headers, body, "application/json");
+  }
+  httplib::Result post(const std::string& path, const nlohmann::json& body,
+                       const httplib::Headers& headers = {}) const {
+    return post(path, body.dump(), headers);
+  }
+  httplib::Result get(const std::string& path, const httplib::Headers& headers = {}) const {
+    return client().Get(path, headers);
+  }
+
+  // POSTs and expects `status` with a JSON body; returns the body.
+  nlohmann::json post_json(const std::string& path, const nlohmann::json& body,
+                           int status = 200) const {
+    const httplib::Result result = post(path, body);
+    if (!result) {
+      ADD_FAILURE() << "no response from " << path;
+      return nullptr;
+    }
+    EXPECT_EQ(result->status, status) << result->body;
+    return nlohmann::json::parse(result->body);
+  }
+
+  // The fake engine continues every prompt with `tokens` (then stalls).
+  void script(std::vector<int32_t> tokens) {
+    engine().set_script([tokens](const sched::GenerationRequest&) { return tokens; });
+  }
+
+  std::string decode(const std::vector<int32_t>& ids) const {
+    return tokenizer().decode(ids, /*skip_special_tokens=*/true);
+  }
+
+ private:
+  std::unique_ptr<FakeEngine> engine_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace mlaserve::server::testing
