@@ -24,7 +24,7 @@ TEST_F(ChatTest, RendersTheTemplateAndEncodesWithoutAddingBos) {
   const std::string rendered = tokenizer().apply_chat_template(messages(), true);
   const std::vector<int32_t> expected_prompt = tokenizer().encode(rendered, false);
   ASSERT_EQ(engine().submitted().size(), 1u);
-  const std::vector<int32_t>& prompt = engine().submitted()[0].prompt;
+  const std::vector<int32_t> prompt = engine().submitted()[0].prompt;
   EXPECT_EQ(prompt, expected_prompt);
   ASSERT_GE(prompt.size(), 2u);
   EXPECT_EQ(prompt[0], *tokenizer().bos_id());
