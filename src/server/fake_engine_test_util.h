@@ -51,10 +51,12 @@ class FakeEngine final : public sched::EngineHandle {
     std::lock_guard lock(mutex_);
     script_ = std::move(script);
   }
-  // Requests whose prompt contains `token` get a single Error event.
-  void fail_prompts_containing(int32_t token) {
+  // Requests whose prompt contains `token` fail with an Error event after generating
+  // `after_tokens` tokens.
+  void fail_prompts_containing(int32_t token, int64_t after_tokens = 0) {
     std::lock_guard lock(mutex_);
     failing_token_ = token;
+    fail_after_tokens_ = after_tokens;
   }
   void set_flush_result(bool result) {
     std::lock_guard lock(mutex_);
@@ -66,9 +68,7 @@ class FakeEngine final : public sched::EngineHandle {
     const uint64_t id = next_id_++;
     submitted_.push_back(request);
     Running running{id, std::move(request), std::move(sink), {}, 0, false};
-    if (!failing(running.request)) {
-      running.planned = script_ ? script_(running.request) : std::vector<int32_t>();
-    }
+    if (script_) running.planned = script_(running.request);
     running_.push_back(std::move(running));
     wake_.notify_all();
     return id;
@@ -204,7 +204,7 @@ class FakeEngine final : public sched::EngineHandle {
       sched::TokenEvent event;
       if (it->aborted) {
         event.finish = sched::FinishReason::Abort;
-      } else if (failing(it->request)) {
+      } else if (failing(it->request) && it->generated >= fail_after_tokens_) {
         event.finish = sched::FinishReason::Error;
         event.error = "fake engine failure";
       } else if (const std::optional<int32_t> token = next_token(*it)) {
@@ -245,6 +245,7 @@ class FakeEngine final : public sched::EngineHandle {
   std::vector<uint64_t> aborted_;
   Script script_;
   std::optional<int32_t> failing_token_;
+  int64_t fail_after_tokens_ = 0;
   bool flush_result_ = true;
   int flush_calls_ = 0;
   uint64_t next_id_ = 1;

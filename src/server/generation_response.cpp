@@ -47,9 +47,11 @@ class EventStream {
   bool write_updates(httplib::DataSink& sink) {
     for (size_t i = 0; i < batch_->choices().size(); ++i) {
       ChoiceState& choice = batch_->choices()[i];
-      const ChoiceState::Update update = choice.take_update();
+      ChoiceState::Update update = choice.take_update();
+      // An engine error is reported by its own event after the updates; the text before it
+      // still goes out.
+      if (update.finish && update.finish->kind == FinishKind::Error) update.finish = nullptr;
       if (update.empty()) continue;
-      if (update.finish && update.finish->kind == FinishKind::Error) continue;
       if (!write(sink, sse_event(format_->stream_update(*batch_, i, update)))) return false;
     }
     return true;
@@ -110,7 +112,10 @@ void respond_with_generation(ServerContext& context, const httplib::Request& req
   GenerationBatch& waited = *batch;
   const auto ready = [&] { return stream ? waited.all_started() : waited.all_finished(); };
   if (!handle_wait_result(waited.wait_until(ready, client), response)) return;
-  if (const ChoiceState* failed = waited.first_error()) {
+  // A request the engine rejects gets an error status even when streaming; one that fails
+  // after generating tokens streams them and then an error event.
+  const ChoiceState* failed = waited.first_error();
+  if (failed && (!stream || failed->completion_tokens() == 0)) {
     throw server_error(failed->finish()->message);
   }
   if (!stream) {

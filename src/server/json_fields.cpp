@@ -32,6 +32,14 @@ std::optional<int64_t> as_int(const nlohmann::json& value) {
   return std::nullopt;
 }
 
+bool is_integer_array(const nlohmann::json& value) {
+  if (!value.is_array()) return false;
+  for (const nlohmann::json& item : value) {
+    if (!item.is_number_integer()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 nlohmann::json parse_json_object(const std::string& body) {
@@ -91,14 +99,6 @@ std::vector<std::string> read_string_or_list(const nlohmann::json& object, std::
     strings.push_back(item.get<std::string>());
   }
   return strings;
-}
-
-bool is_integer_array(const nlohmann::json& value) {
-  if (!value.is_array()) return false;
-  for (const nlohmann::json& item : value) {
-    if (!item.is_number_integer()) return false;
-  }
-  return true;
 }
 
 std::vector<int32_t> read_token_ids(const nlohmann::json& value, std::string_view param,

@@ -30,6 +30,5 @@ std::vector<std::string> read_string_or_list(const nlohmann::json& object, std::
 // Token ids in [0, vocab_size): `value` must be an array of integers. `param` names it in errors.
 std::vector<int32_t> read_token_ids(const nlohmann::json& value, std::string_view param,
                                     int32_t vocab_size);
-bool is_integer_array(const nlohmann::json& value);
 
 }  // namespace mlaserve::server

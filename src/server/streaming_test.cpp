@@ -156,5 +156,19 @@ TEST_F(StreamingTest, StreamedLogprobsCoverEveryToken) {
   EXPECT_EQ(logprobs, (std::vector<float>{-0.25f, -0.5f, -0.75f}));
 }
 
+TEST_F(StreamingTest, EngineErrorMidStreamSendsAnErrorEvent) {
+  engine().fail_prompts_containing(777, /*after_tokens=*/2);
+  script({id_of("Ġthe"), id_of("re"), id_of("Ġa")});
+  const std::vector<nlohmann::json> events =
+      stream("/v1/completions", {{"prompt", {1, 777}}, {"max_tokens", 10}});
+  ASSERT_GE(events.size(), 2u);
+  const nlohmann::json& error = events.back()["error"];
+  EXPECT_EQ(error["message"], "fake engine failure");
+  EXPECT_EQ(error["type"], "server_error");
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) text += events[i]["choices"][0]["text"];
+  EXPECT_EQ(text, " there");
+}
+
 }  // namespace
 }  // namespace mlaserve::server::testing
