@@ -174,7 +174,6 @@ ChunkDelta parse_response(Backend backend, const json& response) {
     delta.text = openai_text(response);
     delta.completion_tokens = usage_completion_tokens(response);
   }
-  delta.new_tokens = delta.completion_tokens.value_or(0);
   return delta;
 }
 

@@ -59,7 +59,7 @@ class ChunkParser {
   int64_t tokens_ = 0;      // tokens counted so far
 };
 
-// The text and token count of a whole (non-streamed) response.
+// The text and token count (completion_tokens) of a whole (non-streamed) response.
 ChunkDelta parse_response(Backend backend, const nlohmann::json& response);
 
 }  // namespace mlaserve::bench

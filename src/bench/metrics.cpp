@@ -43,10 +43,7 @@ void add_throughputs(BenchmarkMetrics& m) {
   m.request_throughput = static_cast<double>(m.completed) / d;
   m.input_throughput = static_cast<double>(m.total_input) / d;
   m.output_throughput = static_cast<double>(m.total_output) / d;
-  m.output_throughput_retokenized = static_cast<double>(m.total_output_retokenized) / d;
   m.total_throughput = static_cast<double>(m.total_input + m.total_output) / d;
-  m.total_throughput_retokenized =
-      static_cast<double>(m.total_input + m.total_output_retokenized) / d;
 }
 
 }  // namespace

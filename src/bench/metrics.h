@@ -40,9 +40,7 @@ struct BenchmarkMetrics {
   double request_throughput = 0.0;  // per second
   double input_throughput = 0.0;
   double output_throughput = 0.0;
-  double output_throughput_retokenized = 0.0;
   double total_throughput = 0.0;
-  double total_throughput_retokenized = 0.0;
   double concurrency = 0.0;  // sum of E2E latencies / duration: the mean number in flight
   Distribution e2e_ms, ttft_ms, tpot_ms, itl_ms;
 };

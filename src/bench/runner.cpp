@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <thread>
 
 #include "bench/dataset.h"
@@ -66,7 +65,6 @@ double send_all(const HttpClient& client, const BenchOptions& o,
   const RequestSettings settings = request_settings(o);
   Progress progress(requests.size(), o.progress);
   WorkQueue queue;
-  const Clock::time_point start = Clock::now();
   std::vector<std::jthread> threads;
   for (size_t w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
@@ -77,6 +75,7 @@ double send_all(const HttpClient& client, const BenchOptions& o,
       }
     });
   }
+  const Clock::time_point start = Clock::now();  // the workers are ready: time from here
   for (size_t i = 0; i < requests.size(); ++i) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(arrivals[i])));
