@@ -15,6 +15,7 @@
 #include "tools/commands.h"
 #include "tools/model_options.h"
 #include "tools/parallel_options.h"
+#include "tools/rank_loop.h"
 
 namespace mlaserve::tools {
 
@@ -125,9 +126,7 @@ void run_rank(const BenchOptions& o, const engine::MpiSession& mpi) {
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
   engine::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
   if (mpi.rank() != 0) {
-    engine::StepPlan plan;
-    do worker.step(nullptr, &plan);
-    while (!plan.shutdown);
+    follow_rank0(worker);
     return;
   }
   spdlog::info("bench-one-batch: {} ({}), layout {}, resident weights on rank 0: {:.1f} MB", o.model.model_dir,
@@ -144,9 +143,7 @@ void run_rank(const BenchOptions& o, const engine::MpiSession& mpi) {
       }
     }
   }
-  engine::StepPlan shutdown;
-  shutdown.shutdown = true;
-  worker.step(&shutdown);
+  shut_down_followers(worker);
 }
 
 }  // namespace

@@ -12,8 +12,10 @@
 #include "engine/static_planner.h"
 #include "engine/worker.h"
 #include "tools/commands.h"
+#include "tools/json_input.h"
 #include "tools/model_options.h"
 #include "tools/parallel_options.h"
+#include "tools/rank_loop.h"
 
 namespace mlaserve::tools {
 
@@ -31,25 +33,15 @@ struct EvalOptions {
 };
 
 std::vector<engine::StaticRequest> read_requests(const EvalOptions& o) {
-  std::ifstream in(o.input);
-  if (!in) fail("cannot open --input {}", o.input);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    fail("{}: invalid JSON: {}", o.input, e.what());
-  }
+  const json j = read_json_file(o.input);
   if (!j.is_object() || !j.contains("prompts") || !j["prompts"].is_array()) {
     fail("{}: expected {{\"prompts\": [{{\"ids\": [...]}}, ...]}}", o.input);
   }
   std::vector<engine::StaticRequest> requests;
   for (const auto& p : j["prompts"]) {
-    if (!p.is_object() || !p.contains("ids") || !p["ids"].is_array()) fail("{}: each prompt needs an \"ids\" array", o.input);
+    if (!p.is_object() || !p.contains("ids")) fail("{}: each prompt needs an \"ids\" array", o.input);
     engine::StaticRequest r;
-    for (const auto& id : p["ids"]) {
-      if (!id.is_number_integer()) fail("{}: token ids must be integers, got {}", o.input, id.dump());
-      r.prompt.push_back(id.get<int32_t>());
-    }
+    r.prompt = read_token_ids(p["ids"], fmt::format("{}: prompt {}", o.input, requests.size()));
     r.max_new_tokens = o.max_new_tokens;
     r.all_logits = o.all_logits;
     r.return_logits = true;
@@ -99,21 +91,14 @@ void run_rank(const EvalOptions& o, const engine::MpiSession& mpi) {
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
   engine::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
   if (mpi.rank() != 0) {
-    engine::StepPlan plan;
-    do worker.step(nullptr, &plan);
-    while (!plan.shutdown);
+    follow_rank0(worker);
     engine::gather_rank_reports(worker);
     return;
   }
   const auto n = static_cast<int64_t>(requests.size());
   engine::StaticPlanner planner(groups, kv_tokens, requests, o.prefill_per_step > 0 ? o.prefill_per_step : n);
-  while (!planner.done()) {
-    const engine::StepPlan plan = planner.next_plan();
-    planner.apply(worker.step(&plan));
-  }
-  engine::StepPlan shutdown;
-  shutdown.shutdown = true;
-  worker.step(&shutdown);
+  run_until_done(worker, planner);
+  shut_down_followers(worker);
 
   json result = output_json(requests, planner.outputs(), o, model.config().vocab_size);
   result["ranks"] = engine::gather_rank_reports(worker);

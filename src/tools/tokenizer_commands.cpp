@@ -1,14 +1,13 @@
 // mlaserve tokenize / detokenize / apply-chat-template: the tokenizer on JSON files, for scripts
 // and for checking the engine's tokenizer against other implementations.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/json_input.h"
 
 namespace mlaserve::tools {
 namespace {
@@ -21,18 +20,6 @@ struct TokenizerCommandOptions {
   std::string input;
   bool flag = false;  // --add-special-tokens, --skip-special-tokens or --add-generation-prompt
 };
-
-json read_json_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) fail("cannot open {}", path);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  try {
-    return json::parse(contents.str());
-  } catch (const json::parse_error& e) {
-    fail("{} is not valid JSON: {}", path, e.what());
-  }
-}
 
 void print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -53,21 +40,6 @@ void run_tokenize(const TokenizerCommandOptions& options) {
   print(json{{"ids", ids}}.dump() + "\n");
 }
 
-std::vector<int32_t> read_id_sequence(const json& sequence, const std::string& path, size_t index) {
-  if (!sequence.is_array()) {
-    fail("{}: item {} has JSON type {}, expected an array of token ids", path, index,
-         sequence.type_name());
-  }
-  std::vector<int32_t> ids;
-  for (const json& id : sequence) {
-    if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX) {
-      fail("{}: item {} holds {}, which is not a token id (an integer)", path, index, id.dump());
-    }
-    ids.push_back(id.get<int32_t>());
-  }
-  return ids;
-}
-
 void run_detokenize(const TokenizerCommandOptions& options) {
   const json sequences = read_json_file(options.input);
   if (!sequences.is_array())
@@ -75,7 +47,8 @@ void run_detokenize(const TokenizerCommandOptions& options) {
   const Tokenizer tok = Tokenizer::load(options.tokenizer_dir);
   json texts = json::array();
   for (size_t i = 0; i < sequences.size(); ++i) {
-    const std::vector<int32_t> ids = read_id_sequence(sequences[i], options.input, i);
+    const std::vector<int32_t> ids =
+        read_token_ids(sequences[i], fmt::format("{}: item {}", options.input, i));
     try {
       texts.push_back(tok.decode(ids, options.flag));
     } catch (const Error& e) {

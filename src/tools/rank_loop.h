@@ -1,0 +1,19 @@
+// The step loop of the commands that run a fixed set of requests (eval, perplexity): rank 0
+// plans every step and the other ranks follow its plans until it sends the shutdown plan.
+#pragma once
+
+#include "engine/static_planner.h"
+#include "engine/worker.h"
+
+namespace mlaserve::tools {
+
+// Ranks other than 0: run the steps rank 0 broadcasts, until its shutdown plan.
+void follow_rank0(engine::Worker& worker);
+
+// Rank 0: runs steps until every request of `planner` is done.
+void run_until_done(engine::Worker& worker, engine::StaticPlanner& planner);
+
+// Rank 0: sends the shutdown plan that ends follow_rank0 on the other ranks.
+void shut_down_followers(engine::Worker& worker);
+
+}  // namespace mlaserve::tools
