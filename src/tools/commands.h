@@ -7,6 +7,7 @@ namespace mlaserve::tools {
 
 void add_make_model(CLI::App& app);
 void add_eval(CLI::App& app);
+void add_perplexity(CLI::App& app);
 void add_bench_one_batch(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_tokenizer_commands(CLI::App& app);

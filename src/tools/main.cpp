@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   mlaserve::tools::add_make_model(app);
   mlaserve::tools::add_eval(app);
+  mlaserve::tools::add_perplexity(app);
   mlaserve::tools::add_serve(app);
   mlaserve::tools::add_bench_one_batch(app);
   mlaserve::tools::add_tokenizer_commands(app);
