@@ -81,16 +81,10 @@ class GoldenModel {
   size_t vocab_ = 0;
 };
 
-// Runs `mlaserve eval` on a golden model; returns the output JSON (exit code checked).
+// Runs `mlaserve eval` on a golden model (its n_greedy tokens by default).
 inline nlohmann::json run_eval(const GoldenModel& model, const nlohmann::json& input, const std::string& flags,
                                const TempDir& tmp, int max_new_tokens = -1) {
-  write_json(tmp / "in.json", input);
-  const auto r = run_command(mlaserve_bin() + " eval --model " + model.dir().string() + " --input " +
-                             (tmp / "in.json").string() + " --output " + (tmp / "out.json").string() +
-                             " --max-new-tokens " + std::to_string(max_new_tokens < 0 ? model.n_greedy() : max_new_tokens) + " " +
-                             flags);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return r.exit_code == 0 ? read_json(tmp / "out.json") : nlohmann::json::object();
+  return run_eval(model.dir(), input, flags, tmp, max_new_tokens < 0 ? model.n_greedy() : max_new_tokens);
 }
 
 }  // namespace mlaserve::testing

@@ -1,6 +1,7 @@
 // Helpers for tests that drive the mlaserve binary.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -55,6 +56,17 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Runs `mlaserve eval` on the model in `model_dir`; returns the output JSON (exit code checked).
+inline nlohmann::json run_eval(const std::filesystem::path& model_dir, const nlohmann::json& input,
+                               const std::string& flags, const TempDir& tmp, int max_new_tokens) {
+  write_json(tmp / "in.json", input);
+  const auto r = run_command(mlaserve_bin() + " eval --model " + model_dir.string() + " --input " +
+                             (tmp / "in.json").string() + " --output " + (tmp / "out.json").string() +
+                             " --max-new-tokens " + std::to_string(max_new_tokens) + " " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0 ? read_json(tmp / "out.json") : nlohmann::json::object();
+}
 
 inline double relative_l2(const std::vector<float>& got, const float* want, size_t n) {
   double diff = 0, norm = 0;

@@ -1,0 +1,203 @@
+// brown-tiny (models/brown-tiny, a trained DeepSeek-V3-architecture model) against the
+// reference.json of an independent float64 implementation: the prompts' last-position top-10
+// logits and 32-token greedy continuations through `eval`, and the validation mean NLL through
+// `perplexity` at tp 1 and under DP attention; then the perplexity command's input errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <regex>
+
+#include "test_util.h"
+
+namespace mlaserve::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kModel = "models/brown-tiny";
+
+const json& reference() {
+  static const json ref = read_json(kModel + "/reference.json");
+  return ref;
+}
+
+// Ids of the k largest logits, largest first.
+std::vector<int> top_ids(const std::vector<float>& logits, size_t k) {
+  std::vector<int> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(), [&](int a, int b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+  });
+  ids.resize(k);
+  return ids;
+}
+
+TEST(BrownTinyReference, PromptsTop10LogitsAndGreedyContinuations) {
+  const json& prompts = reference()["prompts"];
+  json input = {{"prompts", json::array()}};
+  for (const json& p : prompts) input["prompts"].push_back({{"ids", p["ids"]}});
+  TempDir tmp;
+  const json out = run_eval(kModel, input, "--dtype float32", tmp, 32);
+  ASSERT_TRUE(out.contains("prompts"));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const json& want = prompts[i];
+    const json& got = out["prompts"][i];
+    SCOPED_TRACE(want["prompt"].get<std::string>());
+    const auto logits = got["last_logits"].get<std::vector<float>>();
+    const auto want_ids = want["top10_ids"].get<std::vector<int>>();
+    const auto want_logits = want["top10_logits"].get<std::vector<double>>();
+    EXPECT_EQ(top_ids(logits, want_ids.size()), want_ids);
+    for (size_t k = 0; k < want_ids.size(); ++k) {
+      EXPECT_NEAR(logits[static_cast<size_t>(want_ids[k])], want_logits[k],
+                  1e-4 * std::fabs(want_logits[k]))
+          << "top " << k << ", id " << want_ids[k];
+    }
+    EXPECT_EQ(got["greedy"], want["greedy_ids"]);
+  }
+}
+
+struct PerplexityResult {
+  CommandResult command;
+  std::string stdout_last_line;
+  double mean_nll = NAN, perplexity = NAN;
+};
+
+// Runs `mlaserve <args>` with its stdout into `stdout_file`; the result's output is stderr.
+CommandResult run_mlaserve(const std::string& args, const std::filesystem::path& stdout_file) {
+  return run_command("{ " + mlaserve_bin() + " " + args + " > " + stdout_file.string() + "; }");
+}
+
+// Runs `mlaserve perplexity`; the result line must be the last line of stdout.
+PerplexityResult run_perplexity(const std::string& args, const TempDir& tmp) {
+  PerplexityResult r;
+  r.command = run_mlaserve("perplexity " + args, tmp / "stdout.txt");
+  std::ifstream out(tmp / "stdout.txt");
+  for (std::string line; std::getline(out, line);) r.stdout_last_line = line;
+  r.command.output += "\nlast line of stdout: " + r.stdout_last_line;
+  std::smatch m;
+  static const std::regex kLine(R"(mean_nll=([0-9.]+) perplexity=([0-9.]+))");
+  if (std::regex_match(r.stdout_last_line, m, kLine)) {
+    r.mean_nll = std::stod(m[1]);
+    r.perplexity = std::stod(m[2]);
+  }
+  return r;
+}
+
+// The 20,000 validation tokens in the reference's windows (255 tokens: --context 256), float32
+// weights.
+void check_validation_nll(const std::string& flags) {
+  const json& validation = reference()["validation"];
+  const int context = validation["window"].get<int>() + 1;
+  TempDir tmp;
+  write_json(tmp / "tokens.json", validation["tokens"]);
+  const auto start = std::chrono::steady_clock::now();
+  const PerplexityResult r =
+      run_perplexity("--model " + kModel + " --ids-file " + (tmp / "tokens.json").string() +
+                         " --context " + std::to_string(context) + " --dtype float32 " + flags,
+                     tmp);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.command.exit_code, 0) << r.command.output;
+  const double want = validation["mean_nll"].get<double>();
+  EXPECT_NEAR(r.mean_nll, want, 1e-3) << r.command.output;
+  EXPECT_NEAR(r.perplexity, std::exp(r.mean_nll), 1e-3 * r.perplexity);
+  std::printf("perplexity %s: mean_nll %.6f (reference %.6f), %.1f s\n", flags.c_str(), r.mean_nll,
+              want, seconds);
+}
+
+TEST(BrownTinyPerplexity, ValidationMeanNllAtTp1) {
+  check_validation_nll("");
+}
+
+TEST(BrownTinyPerplexity, ValidationMeanNllUnderDpAttention) {
+  check_validation_nll("--tp 2 --dp 2 --enable-dp-attention --check-collectives");
+}
+
+// A text file scores exactly as its ids from `mlaserve tokenize` (no special tokens), including a
+// last window shorter than the others.
+TEST(BrownTinyPerplexity, TextFileScoresAsItsTokenIds) {
+  TempDir tmp;
+  const std::string text =
+      "The jury said that the city of New York was the first of the United States.\n\n\"Yes\".";
+  std::ofstream(tmp / "text.txt") << text;
+  write_json(tmp / "strings.json", json::array({text}));
+  const auto tokenized =
+      run_mlaserve("tokenize --tokenizer " + kModel + " --input " + (tmp / "strings.json").string(),
+                   tmp / "tokenized.json");
+  ASSERT_EQ(tokenized.exit_code, 0) << tokenized.output;
+  write_json(tmp / "ids.json", read_json(tmp / "tokenized.json")["ids"][0]);
+  const std::string common = "--model " + kModel + " --context 8 --dtype float32 ";
+  const PerplexityResult from_text =
+      run_perplexity(common + "--text-file " + (tmp / "text.txt").string(), tmp);
+  const PerplexityResult from_ids =
+      run_perplexity(common + "--ids-file " + (tmp / "ids.json").string(), tmp);
+  ASSERT_EQ(from_text.command.exit_code, 0) << from_text.command.output;
+  ASSERT_EQ(from_ids.command.exit_code, 0) << from_ids.command.output;
+  EXPECT_FALSE(std::isnan(from_text.mean_nll)) << from_text.command.output;
+  EXPECT_EQ(from_text.stdout_last_line, from_ids.stdout_last_line);
+}
+
+struct ErrorCase {
+  std::string name;
+  std::string args;     // after --model; $TMP is the test's directory
+  std::string message;  // expected in the output, $TMP likewise
+};
+
+class BrownTinyPerplexityErrors : public ::testing::TestWithParam<ErrorCase> {};
+
+std::string with_tmp(std::string s, const TempDir& tmp) {
+  for (size_t at; (at = s.find("$TMP")) != std::string::npos;)
+    s.replace(at, 4, tmp.path().string());
+  return s;
+}
+
+TEST_P(BrownTinyPerplexityErrors, ExplainsTheProblem) {
+  TempDir tmp;
+  write_json(tmp / "empty.json", json::array());
+  write_json(tmp / "out_of_vocab.json", json::array({5, 4114, 7}));
+  write_json(tmp / "negative.json", json::array({-1}));
+  write_json(tmp / "not_ids.json", json::array({5, "six"}));
+  write_json(tmp / "ids.json", json::array({5, 6, 7}));
+  std::ofstream(tmp / "empty.txt");
+  std::filesystem::create_directory(tmp / "no_tokenizer");
+  std::filesystem::copy_file(kModel + "/config.json", tmp / "no_tokenizer" / "config.json");
+  const auto r =
+      run_command(mlaserve_bin() + " perplexity --model " + with_tmp(GetParam().args, tmp));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(with_tmp(GetParam().message, tmp)), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BrownTinyPerplexityErrors,
+    ::testing::Values(
+        ErrorCase{"EmptyIds", kModel + " --ids-file $TMP/empty.json",
+                  "$TMP/empty.json: no tokens to score"},
+        ErrorCase{"EmptyText", kModel + " --text-file $TMP/empty.txt",
+                  "empty.txt: no tokens to score"},
+        ErrorCase{"IdOutsideVocabulary", kModel + " --ids-file $TMP/out_of_vocab.json",
+                  "token 1 is id 4114, outside the model's vocabulary (0..4113)"},
+        ErrorCase{"NegativeId", kModel + " --ids-file $TMP/negative.json",
+                  "token 0 is id -1, outside the model's vocabulary"},
+        ErrorCase{"NotAnId", kModel + " --ids-file $TMP/not_ids.json",
+                  "holds \"six\", which is not a token id"},
+        ErrorCase{"ContextTooSmall", kModel + " --ids-file $TMP/ids.json --context 1",
+                  "--context 1 is too small"},
+        ErrorCase{"ContextOverMaxPositions", kModel + " --ids-file $TMP/ids.json --context 2049",
+                  "--context 2049 exceeds the model's max_position_embeddings (2048)"},
+        ErrorCase{"ContextOverMaxPositionsOnTwoRanks",
+                  kModel + " --ids-file $TMP/ids.json --context 4096 --tp 2",
+                  "--context 4096 exceeds the model's max_position_embeddings (2048)"},
+        ErrorCase{"NoTokenizerForText", "$TMP/no_tokenizer --text-file $TMP/empty.txt",
+                  "--text-file needs the model's tokenizer, but $TMP/no_tokenizer/tokenizer.json "
+                  "does not exist"},
+        ErrorCase{"NoInput", kModel, "give the tokens to score with --text-file or --ids-file"},
+        ErrorCase{"MissingIdsFile", kModel + " --ids-file $TMP/missing.json",
+                  "cannot open $TMP/missing.json"},
+        ErrorCase{"MissingTextFile", kModel + " --text-file $TMP/missing.txt",
+                  "cannot open --text-file $TMP/missing.txt"}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace mlaserve::testing
