@@ -177,6 +177,16 @@ TEST_F(ErrorsTest, BodyOverTheLimitIs413) {
   const nlohmann::json error =
       expect_error(post("/v1/completions", big), 413, "invalid_request_error");
   EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("4096"));
+  // A chunked upload has no Content-Length for cpp-httplib to check; the routes check it.
+  const httplib::Result chunked =
+      client().Post("/v1/completions",
+                    httplib::ContentProviderWithoutLength([&](size_t, httplib::DataSink& sink) {
+                      sink.write(big.data(), big.size());
+                      sink.done();
+                      return true;
+                    }),
+                    "application/json");
+  expect_error(chunked, 413, "invalid_request_error");
 }
 
 }  // namespace

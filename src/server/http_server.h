@@ -1,6 +1,11 @@
-// The HTTP front end: OpenAI-compatible and SGLang-native routes over an EngineHandle.
-// The server owns text (tokenizing, detokenizing, stop strings, API formats); the engine owns
-// tokens. See openai_routes.h and native_routes.h for the endpoints.
+// The HTTP front end over an EngineHandle. The server owns text (tokenizing, detokenizing, stop
+// strings, API formats); the engine owns tokens.
+//
+// OpenAI-compatible: GET /v1/models, POST /v1/completions, POST /v1/chat/completions
+// (streaming as server-sent events). SGLang-native: POST /generate, GET /health,
+// /health_generate, /get_model_info, /get_server_info, /get_load, POST /flush_cache,
+// /abort_request, /tokenize, /detokenize, and GET /metrics (Prometheus). Errors use OpenAI's
+// {"error": {...}} shape. /health, /health_generate and /metrics need no API key.
 #pragma once
 
 #include <memory>
