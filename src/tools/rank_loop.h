@@ -1,5 +1,5 @@
-// The step loop of the commands that run a fixed set of requests (eval, perplexity): rank 0
-// plans every step and the other ranks follow its plans until it sends the shutdown plan.
+// The step loop shared by the commands: rank 0 plans every step and the other ranks follow its
+// plans until it sends the shutdown plan (serve's rank 0 loop is ServingEngine::run).
 #pragma once
 
 #include "engine/static_planner.h"

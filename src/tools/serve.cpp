@@ -13,6 +13,7 @@
 #include "tools/commands.h"
 #include "tools/model_options.h"
 #include "tools/parallel_options.h"
+#include "tools/rank_loop.h"
 
 namespace mlaserve::tools {
 
@@ -79,12 +80,7 @@ void run_rank(ServeOptions o, const engine::MpiSession& mpi) {
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
   spdlog::info("serve: rank {} holds {:.1f} MB of weights", mpi.rank(), static_cast<double>(model.resident_weight_bytes()) / 1e6);
   engine::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
-  if (mpi.rank() != 0) {
-    engine::StepPlan plan;
-    do worker.step(nullptr, &plan);
-    while (!plan.shutdown);
-    return;
-  }
+  if (mpi.rank() != 0) return follow_rank0(worker);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
   sched::ServingEngine engine(topo.instances * topo.groups_per_instance, eo);
   server::HttpServer http(o.http, engine, tok);
