@@ -24,7 +24,19 @@ class EventStream {
               std::shared_ptr<const GenerationFormat> format, ClientConnection client)
       : context_(context), batch_(std::move(batch)), format_(std::move(format)), client_(client) {}
 
+  // cpp-httplib calls this outside its handler try-block: an exception would end the process.
   bool pump(httplib::DataSink& sink) {
+    try {
+      return pump_events(sink);
+    } catch (const std::exception& error) {
+      spdlog::error("stream failed: {}", error.what());
+      batch_->abort_unfinished("stream failed");
+      return finish(sink, {server_error(error.what()).to_json()});
+    }
+  }
+
+ private:
+  bool pump_events(httplib::DataSink& sink) {
     if (!started_) {
       started_ = true;
       if (!write_all(sink, format_->stream_start(*batch_))) return give_up("client disconnected");
@@ -43,7 +55,6 @@ class EventStream {
     return true;
   }
 
- private:
   bool write_updates(httplib::DataSink& sink) {
     for (size_t i = 0; i < batch_->choices().size(); ++i) {
       ChoiceState& choice = batch_->choices()[i];

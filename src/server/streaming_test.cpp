@@ -170,5 +170,21 @@ TEST_F(StreamingTest, EngineErrorMidStreamSendsAnErrorEvent) {
   EXPECT_EQ(text, " there");
 }
 
+TEST_F(StreamingTest, ATokenOutsideTheVocabularyEndsTheStreamWithAnError) {
+  FakeEngine::Options slow;  // the first token starts the stream, the bad one comes later
+  slow.step_interval = std::chrono::milliseconds(20);
+  start({}, slow);
+  script({id_of("Ġthe"), 999999, id_of("re")});
+  const httplib::Result result = post(
+      "/v1/completions", nlohmann::json{{"prompt", "Hello"}, {"max_tokens", 10}, {"stream", true}});
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  const std::vector<nlohmann::json> events = sse_json_events(result->body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["error"]["type"], "server_error");
+  EXPECT_TRUE(engine().wait_for_abort(std::chrono::seconds(5)).has_value());
+  EXPECT_EQ(get("/health")->status, 200);
+}
+
 }  // namespace
 }  // namespace mlaserve::server::testing
