@@ -16,11 +16,11 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
                  "fast (AVX-512 / oneDNN) or reference (the plain scalar kernels, to check the fast path "
                  "end to end; slow)")
       ->check(CLI::IsMember({"fast", "reference"}))
+      ->each([](const std::string& choice) { kernels::use_reference_kernels(choice == "reference"); })
       ->capture_default_str();
 }
 
 kernels::WeightType ModelOptions::weight_type() const {
-  kernels::use_reference_kernels(kernels == "reference");
   return dtype == "float32" || dtype == "fp32" ? kernels::WeightType::F32 : kernels::WeightType::BF16;
 }
 

@@ -14,7 +14,7 @@ struct ModelOptions {
   std::string kernels = "fast";
 
   void add_to(CLI::App& cmd, bool model_required = true);
-  // The weight type for --dtype; also applies --kernels (call before loading the model).
+  // The weight type for --dtype. (--kernels takes effect while the flags are parsed.)
   kernels::WeightType weight_type() const;
 };
 
