@@ -21,7 +21,15 @@ GenerationBatch::GenerationBatch(ServerContext& context, Clock::time_point arriv
 
 GenerationBatch::~GenerationBatch() {
   abort_unfinished("the request ended");
+  release_rids();
+}
+
+// Frees the request ids as soon as every choice has finished, before the client can see the
+// last event, so a later /abort_request for the same id answers 404 rather than racing the
+// handler's teardown.
+void GenerationBatch::release_rids() {
   for (const std::string& rid : rids_) context_.registry.remove(rid);
+  rids_.clear();
 }
 
 void GenerationBatch::submit(std::vector<ChoicePlan> plans) {
@@ -68,6 +76,7 @@ void GenerationBatch::apply(const QueuedEvent& queued) {
     context_.metrics.count_finished(finish_kind_name(choice.finish()->kind));
     context_.metrics.observe_request_latency(seconds_between(arrived_, queued.arrived));
   }
+  if (all_finished()) release_rids();
 }
 
 void GenerationBatch::record_token_timing(size_t choice, Clock::time_point at) {
@@ -86,6 +95,7 @@ void GenerationBatch::abort_unfinished(const std::string& message) {
     choices_[i].finish_aborted(message);
     context_.metrics.count_finished(finish_kind_name(FinishKind::Abort));
   }
+  release_rids();
 }
 
 bool GenerationBatch::all_started() const {

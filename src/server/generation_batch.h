@@ -65,6 +65,7 @@ class GenerationBatch {
   static constexpr std::chrono::milliseconds kPollInterval{50};
 
   void apply(const QueuedEvent& queued);
+  void release_rids();
   void record_token_timing(size_t choice, Clock::time_point at);
 
   ServerContext& context_;
