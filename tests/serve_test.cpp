@@ -2,12 +2,12 @@
 // output equals `eval` on the same prompt, batching many concurrent requests changes no
 // request's output, and this holds under DP attention too.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <chrono>
 #include <future>
 #include <thread>
 
+#include "server_process.h"
 #include "test_util.h"
 
 namespace mlaserve::testing {
@@ -15,49 +15,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-// `mlaserve serve` in the background; the port comes from its "listening on" log line.
-class ServerProcess {
- public:
-  explicit ServerProcess(const std::string& flags) {
-    const auto r = run_command("sh -c '" + mlaserve_bin() + " serve --port 0 --dtype float32 --kv-cache-memory 64 " +
-                               flags + " > " + (tmp_ / "log").string() + " 2>&1 & echo $! > " +
-                               (tmp_ / "pid").string() + "'");
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    for (int i = 0; i < 600 && port_ == 0; ++i) {
-      std::this_thread::sleep_for(100ms);
-      const std::string log = run_command("cat " + (tmp_ / "log").string()).output;
-      if (auto at = log.find("listening on http://127.0.0.1:"); at != std::string::npos) {
-        port_ = std::stoi(log.substr(at + 30));
-      }
-    }
-    EXPECT_GT(port_, 0) << run_command("cat " + (tmp_ / "log").string()).output;
-  }
-  ~ServerProcess() {
-    run_command("kill -TERM $(cat " + (tmp_ / "pid").string() + ")");
-    for (int i = 0; i < 100 && run_command("kill -0 $(cat " + (tmp_ / "pid").string() + ")").exit_code == 0; ++i) {
-      std::this_thread::sleep_for(100ms);
-    }
-  }
-  int port() const { return port_; }
-
-  // POST /generate with input ids, greedy; returns the output ids.
-  std::vector<int> generate(const std::vector<int>& ids, int max_new) const {
-    httplib::Client client("127.0.0.1", port_);
-    client.set_read_timeout(120, 0);
-    const json body = {{"input_ids", ids},
-                       {"sampling_params", {{"max_new_tokens", max_new}, {"temperature", 0}, {"ignore_eos", true}}}};
-    auto res = client.Post("/generate", body.dump(), "application/json");
-    EXPECT_TRUE(res) << "no response";
-    if (!res) return {};
-    EXPECT_EQ(res->status, 200) << res->body;
-    return json::parse(res->body)["output_ids"].get<std::vector<int>>();
-  }
-
- private:
-  TempDir tmp_;
-  int port_ = 0;
-};
 
 std::vector<std::vector<int>> prompts() {
   std::vector<std::vector<int>> out;
@@ -75,7 +32,8 @@ std::vector<std::vector<int>> eval_greedy(const std::vector<std::vector<int>>& p
   for (const auto& p : ps) input["prompts"].push_back({{"ids", p}});
   const json out = run_eval("models/brown-tiny", input, "--dtype float32", tmp, max_new);
   std::vector<std::vector<int>> greedy;
-  for (const auto& p : out.value("prompts", json::array())) greedy.push_back(p["greedy"].get<std::vector<int>>());
+  for (const auto& p : out.value("prompts", json::array()))
+    greedy.push_back(p["greedy"].get<std::vector<int>>());
   return greedy;
 }
 
@@ -89,19 +47,26 @@ void expect_concurrent_requests_match_eval(const std::string& flags) {
   // One alone first, then all at once (continuous batching, several prefills and decodes mixed).
   EXPECT_EQ(server.generate(ps[3], max_new), expected[3]);
   std::vector<std::future<std::vector<int>>> futures;
-  for (const auto& p : ps) futures.push_back(std::async(std::launch::async, [&, p] { return server.generate(p, max_new); }));
-  for (size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(futures[i].get(), expected[i]) << "request " << i;
+  for (const auto& p : ps)
+    futures.push_back(
+        std::async(std::launch::async, [&, p] { return server.generate(p, max_new); }));
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_EQ(futures[i].get(), expected[i]) << "request " << i;
 }
 
-TEST(Serve, ConcurrentGreedyRequestsEqualEvalSingleRank) { expect_concurrent_requests_match_eval(""); }
+TEST(Serve, ConcurrentGreedyRequestsEqualEvalSingleRank) {
+  expect_concurrent_requests_match_eval("");
+}
 
 TEST(Serve, ConcurrentGreedyRequestsEqualEvalWithDpAttention) {
-  expect_concurrent_requests_match_eval("--tp 2 --dp 2 --enable-dp-attention --load-balance-method minimum_tokens");
+  expect_concurrent_requests_match_eval(
+      "--tp 2 --dp 2 --enable-dp-attention --load-balance-method minimum_tokens");
 }
 
 // Chunked prefill (a global budget of 16 tokens, 8 per group) splits long prompts over steps.
 TEST(Serve, ChunkedPrefillGivesTheSameTokens) {
-  expect_concurrent_requests_match_eval("--tp 2 --dp 2 --enable-dp-attention --chunked-prefill-size 16");
+  expect_concurrent_requests_match_eval(
+      "--tp 2 --dp 2 --enable-dp-attention --chunked-prefill-size 16");
 }
 
 TEST(Serve, ReadmeCurlExamplesAnswer) {
@@ -109,25 +74,30 @@ TEST(Serve, ReadmeCurlExamplesAnswer) {
   ASSERT_GT(server.port(), 0);
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
-  auto completion = client.Post("/v1/completions",
-                                R"({"model": "brown-tiny", "prompt": "The jury said that", "max_tokens": 32, "temperature": 0})",
-                                "application/json");
+  auto completion = client.Post(
+      "/v1/completions",
+      R"({"model": "brown-tiny", "prompt": "The jury said that", "max_tokens": 32, "temperature": 0})",
+      "application/json");
   ASSERT_TRUE(completion);
   ASSERT_EQ(completion->status, 200) << completion->body;
   const json c = json::parse(completion->body);
   EXPECT_EQ(c["usage"]["completion_tokens"], 32);
   // brown-tiny's reference greedy continuation of this prompt starts with these words.
-  EXPECT_EQ(c["choices"][0]["text"].get<std::string>().rfind(" the last year,", 0), 0u) << completion->body;
-  auto chat = client.Post("/v1/chat/completions",
-                          R"({"model": "brown-tiny", "messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 48})",
-                          "application/json");
+  EXPECT_EQ(c["choices"][0]["text"].get<std::string>().rfind(" the last year,", 0), 0u)
+      << completion->body;
+  auto chat = client.Post(
+      "/v1/chat/completions",
+      R"({"model": "brown-tiny", "messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 48})",
+      "application/json");
   ASSERT_TRUE(chat);
   ASSERT_EQ(chat->status, 200) << chat->body;
-  EXPECT_FALSE(json::parse(chat->body)["choices"][0]["message"]["content"].get<std::string>().empty());
+  EXPECT_FALSE(
+      json::parse(chat->body)["choices"][0]["message"]["content"].get<std::string>().empty());
   std::string streamed;
-  auto stream = client.Post("/v1/chat/completions",
-                            R"({"model": "brown-tiny", "messages": [{"role": "user", "content": "Hi"}], "stream": true, "max_tokens": 24})",
-                            "application/json");
+  auto stream = client.Post(
+      "/v1/chat/completions",
+      R"({"model": "brown-tiny", "messages": [{"role": "user", "content": "Hi"}], "stream": true, "max_tokens": 24})",
+      "application/json");
   ASSERT_TRUE(stream);
   EXPECT_NE(stream->body.find("data: [DONE]"), std::string::npos) << stream->body;
   EXPECT_NE(stream->body.find("chat.completion.chunk"), std::string::npos);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cache/radix_cache.h"
 #include "sched/generation.h"
 
 namespace mlaserve::sched {
@@ -14,19 +15,41 @@ struct ActiveRequest {
   GenerationRequest request;
   EventSink sink;
   int group = 0;
-  std::vector<int32_t> slots;    // KV slots reserved for prompt + max_new_tokens
-  int64_t n_prefilled = 0;       // prompt tokens already sent to the forward
   std::vector<int32_t> generated;
   bool aborted = false;
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 
+  // KV while admitted. The fill sequence is the prompt followed by the generated tokens; slots[i]
+  // holds the latent of fill token i. The first n_prefix_slots belong to the radix cache (the
+  // reused prefix, locked at prefix_node); the rest belong to this request.
+  std::vector<int32_t> slots;
+  cache::RadixCache::Node* prefix_node = nullptr;
+  int64_t n_prefix_slots = 0;
+  // Prefill: fill tokens [n_prefilled, prefill_len) still to run before the next sample. At first
+  // admission prefill_len is the prompt; after a retraction it also covers the generated tokens.
+  int64_t n_prefilled = 0;
+  int64_t prefill_len = 0;
+  int64_t cached_tokens = 0;  // prompt tokens reused from the radix cache at first admission
+  int retractions = 0;
+
   int64_t prompt_len() const { return static_cast<int64_t>(request.prompt.size()); }
-  int64_t kv_tokens_needed() const { return prompt_len() + request.max_new_tokens; }
-  bool prefill_done() const { return n_prefilled == prompt_len(); }
-  // Tokens still to compute: the rest of the prompt and of the generation budget.
-  int64_t outstanding_tokens() const {
-    return prompt_len() - n_prefilled + request.max_new_tokens - static_cast<int64_t>(generated.size());
+  int64_t n_generated() const { return static_cast<int64_t>(generated.size()); }
+  int64_t fill_len() const { return prompt_len() + n_generated(); }
+  int32_t fill_token(int64_t i) const {
+    return i < prompt_len() ? request.prompt[static_cast<size_t>(i)]
+                            : generated[static_cast<size_t>(i - prompt_len())];
   }
+  std::vector<int32_t> fill_tokens(int64_t begin, int64_t end) const;
+
+  int64_t kv_tokens_needed() const { return prompt_len() + request.max_new_tokens; }
+  bool prefill_done() const { return n_prefilled == prefill_len; }
+  // Fill tokens whose latents are in the KV pool (a prefill has written up to n_prefilled).
+  int64_t n_computed() const {
+    return prefill_done() ? static_cast<int64_t>(slots.size()) : n_prefilled;
+  }
+  int64_t remaining_new_tokens() const { return request.max_new_tokens - n_generated(); }
+  // Tokens still to compute: the rest of the prefill and of the generation budget.
+  int64_t outstanding_tokens() const { return prefill_len - n_prefilled + remaining_new_tokens(); }
 };
 
 }  // namespace mlaserve::sched

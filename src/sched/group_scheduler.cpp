@@ -1,13 +1,42 @@
 #include "sched/group_scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
 
 namespace mlaserve::sched {
 
-GroupScheduler::GroupScheduler(int64_t kv_capacity_tokens, const GroupLimits& limits)
-    : limits_(limits), slots_(kv_capacity_tokens) {}
+namespace {
 
-void GroupScheduler::enqueue(std::shared_ptr<ActiveRequest> request) { waiting_.push_back(std::move(request)); }
+// SGLang's defaults: admission first assumes 70% of each remaining generation budget will be
+// used, relaxing to 10% over ~600 decode steps without trouble; a retraction resets it to 100%.
+constexpr double kInitialNewTokenRatio = 0.7;
+constexpr double kMinNewTokenRatio = 0.1;
+constexpr double kNewTokenRatioDecay = (kInitialNewTokenRatio - kMinNewTokenRatio) / 600;
+
+// Puts r back to the start of a prefill of everything it has (prompt and generated tokens).
+void reset_prefill(ActiveRequest& r) {
+  r.n_prefilled = 0;
+  r.prefill_len = r.fill_len();
+}
+
+}  // namespace
+
+SchedulePolicy parse_schedule_policy(const std::string& name) {
+  if (name == "fcfs") return SchedulePolicy::Fcfs;
+  if (name == "lpm") return SchedulePolicy::LongestPrefixMatch;
+  fail("unknown schedule policy '{}' (expected fcfs or lpm)", name);
+}
+
+GroupScheduler::GroupScheduler(int64_t kv_capacity_tokens, const GroupLimits& limits)
+    : limits_(limits), slots_(kv_capacity_tokens), new_token_ratio_(kInitialNewTokenRatio) {}
+
+void GroupScheduler::enqueue(std::shared_ptr<ActiveRequest> request) {
+  reset_prefill(*request);
+  waiting_.push_back(std::move(request));
+}
 
 bool GroupScheduler::remove(uint64_t id) {
   auto match = [id](const auto& r) { return r->id == id; };
@@ -16,11 +45,17 @@ bool GroupScheduler::remove(uint64_t id) {
     return true;
   }
   if (auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
-    slots_.release((*it)->slots);
+    release_kv(**it);
     running_.erase(it);
     return true;
   }
   return false;
+}
+
+bool GroupScheduler::flush_cache() {
+  if (!running_.empty() || !waiting_.empty()) return false;
+  slots_.release(cache_.reset());
+  return true;
 }
 
 int64_t GroupScheduler::outstanding_tokens() const {
@@ -30,13 +65,84 @@ int64_t GroupScheduler::outstanding_tokens() const {
   return n;
 }
 
-// The next prompt chunk of r; the leader samples only after the last one.
+// Slots r is expected to need for the rest of its generation (the epsilon keeps 0.7 * 10 at 7).
+int64_t GroupScheduler::expected_new_tokens(const ActiveRequest& r) const {
+  return static_cast<int64_t>(
+      std::ceil(new_token_ratio_ * static_cast<double>(r.remaining_new_tokens()) - 1e-9));
+}
+
+int64_t GroupScheduler::decode_reservation() const {
+  int64_t n = 0;
+  for (const auto& r : running_) n += expected_new_tokens(*r);
+  return n;
+}
+
+// n free slots, evicting cached prefixes nobody uses when the free list runs short.
+std::vector<int32_t> GroupScheduler::allocate(int64_t n) {
+  if (n > slots_.free_slots()) slots_.release(cache_.evict(n - slots_.free_slots()));
+  return slots_.allocate(n);
+}
+
+void GroupScheduler::order_waiting() {
+  if (limits_.policy != SchedulePolicy::LongestPrefixMatch || !limits_.radix_cache) return;
+  std::vector<std::pair<size_t, std::shared_ptr<ActiveRequest>>> keyed;
+  for (auto& r : waiting_)
+    keyed.emplace_back(cache_.match_prefix(r->fill_tokens(0, r->prefill_len - 1)).slots.size(), r);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i) waiting_[i] = std::move(keyed[i].second);
+}
+
+// Reuses r's longest cached prefix (at least one token is left to run, for the logits) and
+// allocates slots for the rest of its prefill, if that and the expected generation fit next to
+// what the running requests are expected to need, and the extend fits max_extend.
+bool GroupScheduler::try_admit(ActiveRequest& r, int64_t max_extend) {
+  cache::RadixCache::Match match;
+  if (limits_.radix_cache) match = cache_.match_prefix(r.fill_tokens(0, r.prefill_len - 1));
+  const auto n_match = static_cast<int64_t>(match.slots.size());
+  const int64_t extend = r.prefill_len - n_match;
+  if (match.last) cache_.lock(match.last);
+  if (extend > max_extend || extend + expected_new_tokens(r) + decode_reservation() > available()) {
+    if (match.last) cache_.unlock(match.last);
+    return false;
+  }
+  r.slots = std::move(match.slots);
+  r.prefix_node = match.last;
+  r.n_prefix_slots = n_match;
+  r.n_prefilled = n_match;
+  if (r.retractions == 0) r.cached_tokens = n_match;
+  const std::vector<int32_t> fresh = allocate(extend);
+  r.slots.insert(r.slots.end(), fresh.begin(), fresh.end());
+  return true;
+}
+
+// Gives r's KV back: computed latents go to the radix cache (slots it already holds for the same
+// tokens are freed as duplicates), slots never written are freed.
+void GroupScheduler::release_kv(ActiveRequest& r) {
+  const std::span<const int32_t> slots(r.slots);
+  const int64_t computed = r.n_computed();
+  int64_t keep = 0;  // leading slots now owned by the cache
+  if (limits_.radix_cache) {
+    const int64_t cached =
+        cache_.insert(r.fill_tokens(0, computed), slots.first(static_cast<size_t>(computed)));
+    slots_.release(slots.subspan(static_cast<size_t>(r.n_prefix_slots),
+                                 static_cast<size_t>(cached - r.n_prefix_slots)));
+    keep = computed;
+    if (r.prefix_node) cache_.unlock(r.prefix_node);
+  }
+  slots_.release(slots.subspan(static_cast<size_t>(keep)));
+  r.slots.clear();
+  r.prefix_node = nullptr;
+  r.n_prefix_slots = 0;
+}
+
+// The next chunk of r's prefill; the leader samples only after the last one.
 engine::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t max_tokens) {
   engine::PlannedSequence p;
   p.id = r.id;
   p.n_cached = r.n_prefilled;
-  const int64_t n = std::min(max_tokens, r.prompt_len() - r.n_prefilled);
-  p.new_tokens.assign(r.request.prompt.begin() + r.n_prefilled, r.request.prompt.begin() + r.n_prefilled + n);
+  const int64_t n = std::min(max_tokens, r.prefill_len - r.n_prefilled);
+  p.new_tokens = r.fill_tokens(r.n_prefilled, r.n_prefilled + n);
   p.kv_slots.assign(r.slots.begin(), r.slots.begin() + r.n_prefilled + n);
   r.n_prefilled += n;
   p.sample = r.prefill_done();
@@ -45,41 +151,85 @@ engine::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t 
   return p;
 }
 
-engine::PlannedSequence GroupScheduler::decode(const ActiveRequest& r) const {
+// Runs r's last sampled token, whose latent goes to a newly allocated slot.
+engine::PlannedSequence GroupScheduler::decode(ActiveRequest& r) {
+  r.slots.push_back(allocate(1).front());
   engine::PlannedSequence p;
   p.id = r.id;
-  p.n_cached = r.prompt_len() + static_cast<int64_t>(r.generated.size()) - 1;
+  p.n_cached = r.fill_len() - 1;
   p.new_tokens = {r.generated.back()};
-  p.kv_slots.assign(r.slots.begin(), r.slots.begin() + p.n_cached + 1);
+  p.kv_slots = r.slots;
   p.sampling = r.request.sampling;
   p.top_logprobs = r.request.logprobs ? r.request.top_logprobs : -1;
   return p;
 }
 
+// Waiting requests join while the chunk and prefill budgets, the running limit and the KV pool
+// allow (the first prefill of a step may exceed max_prefill_tokens, as in SGLang).
+void GroupScheduler::admit_waiting(engine::GroupPlan& plan, int64_t& chunk_budget) {
+  order_waiting();
+  int64_t prefill_left = limits_.max_prefill_tokens;
+  while (!waiting_.empty() && chunk_budget > 0 &&
+         static_cast<int64_t>(running_.size()) < limits_.max_running) {
+    std::shared_ptr<ActiveRequest> r = waiting_.front();
+    if (!try_admit(*r, plan.seqs.empty() ? std::numeric_limits<int64_t>::max() : prefill_left))
+      break;
+    waiting_.pop_front();
+    running_.push_back(r);
+    prefill_left -= r->prefill_len - r->n_prefilled;
+    plan.seqs.push_back(prefill_chunk(*r, chunk_budget));
+    chunk_budget -= static_cast<int64_t>(plan.seqs.back().new_tokens.size());
+  }
+}
+
+// Retracts running requests until each remaining one has a slot for this step: fewest generated
+// tokens first, then the longest prompt (SGLang's order: the least work is lost). A retracted
+// request keeps its generated tokens and is prefilled again (mostly from the radix cache) later.
+void GroupScheduler::retract_until_decode_fits() {
+  while (available() < static_cast<int64_t>(running_.size()) && running_.size() > 1) {
+    const auto victim =
+        std::min_element(running_.begin(), running_.end(), [](const auto& a, const auto& b) {
+          if (a->n_generated() != b->n_generated()) return a->n_generated() < b->n_generated();
+          return a->prompt_len() > b->prompt_len();
+        });
+    std::shared_ptr<ActiveRequest> r = *victim;
+    running_.erase(victim);
+    release_kv(*r);
+    r->retractions += 1;
+    reset_prefill(*r);
+    waiting_.push_front(r);
+    retractions_ += 1;
+    new_token_ratio_ = 1.0;
+  }
+  if (available() < static_cast<int64_t>(running_.size())) {
+    fail("KV pool of {} tokens cannot hold one decoding request", slots_.capacity());
+  }
+}
+
+// Every running request has finished its prefill here (a step with prefill work never decodes)
+// and has its first token, so each runs its last sampled token.
+void GroupScheduler::decode_running(engine::GroupPlan& plan) {
+  retract_until_decode_fits();
+  for (const auto& r : running_) {
+    if (r->generated.empty())
+      fail("request {} would decode before its prefill sampled a token", r->id);
+    plan.seqs.push_back(decode(*r));
+  }
+  new_token_ratio_ = std::max(kMinNewTokenRatio, new_token_ratio_ - kNewTokenRatioDecay);
+}
+
 engine::GroupPlan GroupScheduler::plan_step() {
   engine::GroupPlan plan;
-  int64_t budget = limits_.chunk_tokens;
-  // Prefill first (SGLang): the chunked request continues, then waiting requests are admitted
-  // while the chunk budget, the running limit and KV space (prompt + max_new reserved) allow.
+  int64_t chunk_budget = limits_.chunk_tokens;
+  // Prefill first (SGLang): the chunked request continues, then waiting requests are admitted.
   for (auto& r : running_) {
-    if (!r->prefill_done() && budget > 0) {
-      plan.seqs.push_back(prefill_chunk(*r, budget));
-      budget -= static_cast<int64_t>(plan.seqs.back().new_tokens.size());
+    if (!r->prefill_done() && chunk_budget > 0) {
+      plan.seqs.push_back(prefill_chunk(*r, chunk_budget));
+      chunk_budget -= static_cast<int64_t>(plan.seqs.back().new_tokens.size());
     }
   }
-  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < limits_.max_running &&
-         waiting_.front()->kv_tokens_needed() <= slots_.free_slots()) {
-    std::shared_ptr<ActiveRequest> r = waiting_.front();
-    waiting_.pop_front();
-    r->slots = slots_.allocate(r->kv_tokens_needed());
-    running_.push_back(r);
-    plan.seqs.push_back(prefill_chunk(*r, budget));
-    budget -= static_cast<int64_t>(plan.seqs.back().new_tokens.size());
-  }
-  if (!plan.seqs.empty()) return plan;
-  for (const auto& r : running_) {
-    if (r->prefill_done() && !r->generated.empty()) plan.seqs.push_back(decode(*r));
-  }
+  admit_waiting(plan, chunk_budget);
+  if (plan.seqs.empty()) decode_running(plan);
   return plan;
 }
 

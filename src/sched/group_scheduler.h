@@ -1,21 +1,32 @@
-// One DP group's scheduler on rank 0 (metadata only: queues and KV slots; the KV itself lives on
-// the group's ranks). Each step the group either prefills (continuing its chunked request first,
-// then admitting waiting requests within the budgets) or decodes its running requests.
+// One DP group's scheduler on rank 0 (metadata only: queues, KV slots and the radix prefix
+// cache; the KV itself lives on the group's ranks). Each step the group either prefills
+// (continuing its chunked request first, then admitting waiting requests within the budgets) or
+// decodes its running requests, retracting the least advanced ones when the KV pool runs out.
 #pragma once
 
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cache/latent_kv_pool.h"
+#include "cache/radix_cache.h"
 #include "engine/plan.h"
 #include "sched/active_request.h"
 
 namespace mlaserve::sched {
 
+// fcfs: arrival order. lpm: longest cached prefix first (SGLang's "lpm"), so requests sharing a
+// prefix run while it is cached.
+enum class SchedulePolicy { Fcfs, LongestPrefixMatch };
+SchedulePolicy parse_schedule_policy(const std::string& name);
+
 struct GroupLimits {
-  int64_t chunk_tokens = 8192;    // prefill tokens per step (the global budget divided by dp)
-  int64_t max_running = 256;      // requests admitted at once (the global limit divided by dp)
+  int64_t chunk_tokens = 8192;         // prefill tokens per step; longer prompts are chunked
+  int64_t max_prefill_tokens = 16384;  // prompt tokens admitted per step (the first always fits)
+  int64_t max_running = 256;           // requests admitted at once (the global limit divided by dp)
+  bool radix_cache = true;
+  SchedulePolicy policy = SchedulePolicy::Fcfs;
 };
 
 class GroupScheduler {
@@ -23,28 +34,50 @@ class GroupScheduler {
   GroupScheduler(int64_t kv_capacity_tokens, const GroupLimits& limits);
 
   void enqueue(std::shared_ptr<ActiveRequest> request);
-  // Removes a request wherever it is and frees its KV; false if unknown.
+  // Removes a request wherever it is; its computed KV goes to the radix cache (or is freed).
   bool remove(uint64_t id);
+  // Drops the radix cache; false (nothing dropped) while requests are queued or running.
+  bool flush_cache();
 
   // This group's part of the next step (empty: idle).
   engine::GroupPlan plan_step();
 
-  // The group's requests that are admitted and not finished, by id order of admission.
+  // The group's requests that are admitted and not finished, by order of admission.
   const std::vector<std::shared_ptr<ActiveRequest>>& running() const { return running_; }
   size_t waiting() const { return waiting_.size(); }
   int64_t kv_capacity() const { return slots_.capacity(); }
-  int64_t kv_used() const { return slots_.capacity() - slots_.free_slots(); }
+  // Slots held by admitted requests (cached prefixes nobody uses count as free).
+  int64_t kv_used() const { return slots_.capacity() - available(); }
+  int64_t cached_tokens() const { return cache_.cached_tokens(); }
+  int64_t retractions() const { return retractions_; }
   int64_t outstanding_tokens() const;
   bool fits_ever(const ActiveRequest& r) const { return r.kv_tokens_needed() <= slots_.capacity(); }
 
  private:
+  int64_t available() const { return slots_.free_slots() + cache_.evictable_tokens(); }
+  int64_t expected_new_tokens(const ActiveRequest& r) const;
+  int64_t decode_reservation() const;
+  std::vector<int32_t> allocate(int64_t n);
+  void order_waiting();
+  bool try_admit(ActiveRequest& r, int64_t prefill_budget);
+  void release_kv(ActiveRequest& r);
+  void retract_until_decode_fits();
+
   engine::PlannedSequence prefill_chunk(ActiveRequest& r, int64_t max_tokens);
-  engine::PlannedSequence decode(const ActiveRequest& r) const;
+  engine::PlannedSequence decode(ActiveRequest& r);
+  void admit_waiting(engine::GroupPlan& plan, int64_t& chunk_budget);
+  void decode_running(engine::GroupPlan& plan);
 
   GroupLimits limits_;
   cache::SlotAllocator slots_;
+  cache::RadixCache cache_;
   std::deque<std::shared_ptr<ActiveRequest>> waiting_;
   std::vector<std::shared_ptr<ActiveRequest>> running_;  // admitted: prefilling or decoding
+  // Share of each running request's remaining generation budget that admission keeps free
+  // (SGLang's new_token_ratio): starts optimistic, decays while decoding goes well, and jumps
+  // back after a retraction.
+  double new_token_ratio_;
+  int64_t retractions_ = 0;
 };
 
 }  // namespace mlaserve::sched

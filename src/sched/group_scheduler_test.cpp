@@ -7,28 +7,41 @@
 namespace mlaserve::sched {
 namespace {
 
-std::shared_ptr<ActiveRequest> request(uint64_t id, int prompt_len, int max_new) {
+std::shared_ptr<ActiveRequest> request(uint64_t id, int prompt_len, int max_new,
+                                       int32_t token = 7) {
   auto r = std::make_shared<ActiveRequest>();
   r->id = id;
-  r->request.prompt.assign(static_cast<size_t>(prompt_len), 7);
+  r->request.prompt.assign(static_cast<size_t>(prompt_len), token);
   r->request.max_new_tokens = max_new;
   return r;
 }
 
-// Simulates the engine applying a sampled token to every sequence that sampled.
+std::shared_ptr<ActiveRequest> request_for(uint64_t id, std::vector<int32_t> prompt, int max_new) {
+  auto r = request(id, 0, max_new);
+  r->request.prompt = std::move(prompt);
+  return r;
+}
+
+// Simulates the engine: every sequence that samples gets the next token 100, 101, ...
 void apply_tokens(const engine::GroupPlan& plan, GroupScheduler& s) {
   for (const auto& p : plan.seqs) {
     if (!p.sample) continue;
     for (const auto& r : s.running()) {
-      if (r->id == p.id) r->generated.push_back(1);
+      if (r->id == p.id) r->generated.push_back(100 + static_cast<int32_t>(r->generated.size()));
     }
   }
+}
+
+engine::GroupPlan step(GroupScheduler& s) {
+  engine::GroupPlan plan = s.plan_step();
+  apply_tokens(plan, s);
+  return plan;
 }
 
 TEST(GroupScheduler, ChunksLongPromptsAndContinuesThemFirst) {
   GroupScheduler s(1000, {.chunk_tokens = 8, .max_running = 4});
   s.enqueue(request(1, 20, 4));
-  s.enqueue(request(2, 3, 4));
+  s.enqueue(request(2, 3, 4, 9));
   auto p1 = s.plan_step();
   ASSERT_EQ(p1.seqs.size(), 1u);  // request 1 takes the whole budget
   EXPECT_EQ(p1.seqs[0].new_tokens.size(), 8u);
@@ -37,48 +50,184 @@ TEST(GroupScheduler, ChunksLongPromptsAndContinuesThemFirst) {
   ASSERT_EQ(p2.seqs.size(), 1u);
   EXPECT_EQ(p2.seqs[0].id, 1u);
   EXPECT_EQ(p2.seqs[0].n_cached, 8);
-  auto p3 = s.plan_step();  // last 4 tokens of request 1, then request 2 fits in the rest
+  auto p3 = step(s);  // last 4 tokens of request 1, then request 2 fits in the rest
   ASSERT_EQ(p3.seqs.size(), 2u);
   EXPECT_EQ(p3.seqs[0].new_tokens.size(), 4u);
   EXPECT_TRUE(p3.seqs[0].sample);
   EXPECT_EQ(p3.seqs[1].id, 2u);
   EXPECT_EQ(p3.seqs[1].new_tokens.size(), 3u);
   EXPECT_EQ(p3.seqs[1].kv_slots.size(), 3u);
-  apply_tokens(p3, s);
-  auto p4 = s.plan_step();  // nothing waiting: both decode
+  auto p4 = s.plan_step();  // nothing waiting: both decode, each with a new slot
   ASSERT_EQ(p4.seqs.size(), 2u);
   EXPECT_EQ(p4.seqs[0].n_cached, 20);
+  EXPECT_EQ(p4.seqs[0].new_tokens, std::vector<int32_t>{100});
   EXPECT_EQ(p4.seqs[0].kv_slots.size(), 21u);
   EXPECT_FALSE(p4.extend());
+  EXPECT_EQ(s.kv_used(), 25);
 }
 
-TEST(GroupScheduler, AdmissionRespectsRunningLimitAndKvSpace) {
-  GroupScheduler s(30, {.chunk_tokens = 100, .max_running = 2});
-  s.enqueue(request(1, 5, 5));
-  s.enqueue(request(2, 5, 5));
-  s.enqueue(request(3, 5, 5));
-  EXPECT_EQ(s.plan_step().seqs.size(), 2u);  // running limit
-  EXPECT_EQ(s.kv_used(), 20);
+TEST(GroupScheduler, AdmissionKeepsRoomForTheExpectedGeneration) {
+  // 70% of each generation budget is reserved at first: 5 + 7 for the first request, and the
+  // second would need 5 + 7 + 7 while 20 - 5 slots are left.
+  GroupScheduler s(20, {.chunk_tokens = 100, .max_running = 8, .radix_cache = false});
+  s.enqueue(request(1, 5, 10));
+  s.enqueue(request(2, 5, 10));
+  EXPECT_EQ(s.plan_step().seqs.size(), 1u);
+  EXPECT_EQ(s.kv_used(), 5);  // generation slots are taken one decode step at a time
   EXPECT_EQ(s.waiting(), 1u);
+  EXPECT_FALSE(s.fits_ever(*request(3, 15, 6)));
+  EXPECT_TRUE(s.fits_ever(*request(3, 15, 5)));
+}
+
+TEST(GroupScheduler, AdmissionRespectsTheRunningLimitAndThePrefillBudget) {
+  GroupScheduler s(1000, {.chunk_tokens = 100, .max_prefill_tokens = 8, .max_running = 2});
+  s.enqueue(request(1, 20, 5, 1));  // over max_prefill_tokens, but the first of a step always runs
+  s.enqueue(request(2, 5, 5, 2));
+  s.enqueue(request(3, 5, 5, 3));
+  s.enqueue(request(4, 5, 5, 4));
+  auto p1 = s.plan_step();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  EXPECT_EQ(p1.seqs[0].new_tokens.size(), 20u);
+  apply_tokens(p1, s);
+  auto p2 = step(s);  // 5 fits in 8, a second 5 would not; and only 2 may run
+  ASSERT_EQ(p2.seqs.size(), 1u);
+  EXPECT_EQ(p2.seqs[0].id, 2u);
+  EXPECT_EQ(s.plan_step().seqs.size(), 2u);  // the running limit: both decode, nothing admitted
+  EXPECT_EQ(s.waiting(), 2u);
   EXPECT_TRUE(s.remove(1));
-  EXPECT_EQ(s.kv_used(), 10);
-  GroupScheduler small(12, {.chunk_tokens = 100, .max_running = 8});
-  small.enqueue(request(4, 5, 5));
-  small.enqueue(request(5, 5, 5));  // 10 + 10 > 12: waits for KV
-  EXPECT_EQ(small.plan_step().seqs.size(), 1u);
-  EXPECT_EQ(small.waiting(), 1u);
-  EXPECT_FALSE(small.fits_ever(*request(6, 10, 5)));
+  EXPECT_EQ(s.plan_step().seqs.front().id, 3u);
 }
 
 TEST(GroupScheduler, PrefillHasPriorityOverDecode) {
   GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8});
   s.enqueue(request(1, 4, 5));
-  auto p = s.plan_step();
-  apply_tokens(p, s);
-  s.enqueue(request(2, 4, 5));
+  step(s);
+  s.enqueue(request(2, 4, 5, 9));
   auto q = s.plan_step();
   ASSERT_EQ(q.seqs.size(), 1u);  // request 1 does not decode while 2 prefills
   EXPECT_EQ(q.seqs[0].id, 2u);
+}
+
+// Two requests admitted on the 70% estimate outgrow 18 slots; the one with fewer generated tokens
+// is retracted (not the one with the longer prompt), comes back first with its generated tokens
+// as part of its prefill, and samples after them.
+void check_retraction(bool radix_cache) {
+  GroupScheduler s(18, {.chunk_tokens = 100, .max_running = 8, .radix_cache = radix_cache});
+  s.enqueue(request_for(1, {1, 2, 3}, 10));
+  step(s);  // prefill: 3 slots, 7 more reserved
+  step(s);  // request 1 decodes once, so it is ahead
+  s.enqueue(request_for(2, {4}, 10));
+  step(s);  // 1 + 7 + 6 (request 1's reservation) <= 14 left
+  ASSERT_EQ(s.running().size(), 2u);
+  int decode_steps = 0;
+  while (s.retractions() == 0) {
+    auto plan = step(s);
+    ASSERT_LE(++decode_steps, 20);
+    if (s.retractions() > 0) {
+      ASSERT_EQ(plan.seqs.size(), 1u);
+      EXPECT_EQ(plan.seqs[0].id, 1u);
+    }
+  }
+  ASSERT_EQ(s.running().size(), 1u);
+  EXPECT_EQ(s.running()[0]->id, 1u);
+  EXPECT_EQ(s.waiting(), 1u);
+  const std::vector<int32_t> generated_2 = {100, 101, 102, 103, 104, 105, 106};
+  EXPECT_TRUE(s.remove(1));
+  auto again = s.plan_step();
+  ASSERT_EQ(again.seqs.size(), 1u);
+  const engine::PlannedSequence& p = again.seqs[0];
+  EXPECT_EQ(p.id, 2u);
+  std::vector<int32_t> fill = {4};
+  fill.insert(fill.end(), generated_2.begin(), generated_2.end());
+  EXPECT_EQ(p.n_cached + static_cast<int64_t>(p.new_tokens.size()), 8);
+  EXPECT_TRUE(std::equal(p.new_tokens.begin(), p.new_tokens.end(),
+                         fill.end() - static_cast<ptrdiff_t>(p.new_tokens.size())));
+  EXPECT_TRUE(p.sample);
+  if (radix_cache) {
+    EXPECT_GT(p.n_cached, 0);  // its own latents came back from the cache
+  } else {
+    EXPECT_EQ(p.n_cached, 0);
+  }
+}
+
+TEST(GroupScheduler, RetractsTheRequestWithFewestGeneratedTokens) {
+  check_retraction(false);
+}
+TEST(GroupScheduler, RetractedRequestsReuseTheirCachedLatents) {
+  check_retraction(true);
+}
+
+TEST(GroupScheduler, FinishedPromptsAreReusedByTheNextRequestWithTheSamePrefix) {
+  GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8});
+  s.enqueue(request_for(1, {1, 2, 3, 4, 5}, 3));
+  auto first = step(s);
+  step(s);  // a decode: token 100 gets a slot
+  ASSERT_TRUE(s.remove(1));
+  EXPECT_EQ(s.cached_tokens(), 6);
+  EXPECT_EQ(s.kv_used(), 0);  // cached but unused: free for anyone who needs it
+  s.enqueue(request_for(2, {1, 2, 3, 9}, 3));
+  auto second = s.plan_step();
+  const engine::PlannedSequence& p = second.seqs.at(0);
+  EXPECT_EQ(p.n_cached, 3);
+  EXPECT_EQ(p.new_tokens, std::vector<int32_t>{9});
+  EXPECT_EQ(
+      std::vector<int32_t>(p.kv_slots.begin(), p.kv_slots.begin() + 3),
+      std::vector<int32_t>(first.seqs[0].kv_slots.begin(), first.seqs[0].kv_slots.begin() + 3));
+  EXPECT_EQ(s.running()[0]->cached_tokens, 3);
+  EXPECT_FALSE(s.flush_cache());  // request 2 is running
+  ASSERT_TRUE(s.remove(2));
+  EXPECT_TRUE(s.flush_cache());
+  EXPECT_EQ(s.cached_tokens(), 0);
+  s.enqueue(request_for(3, {1, 2, 3, 9}, 3));
+  EXPECT_EQ(s.plan_step().seqs.at(0).n_cached, 0);
+}
+
+TEST(GroupScheduler, AWholePromptIsNeverMatchedSoTheLastTokenComputesLogits) {
+  GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8});
+  s.enqueue(request_for(1, {1, 2, 3}, 3));
+  step(s);
+  s.remove(1);
+  s.enqueue(request_for(2, {1, 2, 3}, 3));
+  const auto plan = s.plan_step();
+  EXPECT_EQ(plan.seqs.at(0).n_cached, 2);
+  EXPECT_EQ(plan.seqs.at(0).new_tokens, std::vector<int32_t>{3});
+}
+
+TEST(GroupScheduler, UnusedCachedPrefixesAreEvictedWhenSlotsRunOut) {
+  GroupScheduler s(10, {.chunk_tokens = 100, .max_running = 8});
+  s.enqueue(request(1, 6, 1, 1));
+  step(s);
+  s.remove(1);
+  EXPECT_EQ(s.cached_tokens(), 6);
+  s.enqueue(request(2, 8, 1, 2));  // needs 8 + 1 of 10 slots: the cached prefix must go
+  ASSERT_EQ(s.plan_step().seqs.size(), 1u);
+  EXPECT_EQ(s.cached_tokens(), 0);
+  EXPECT_EQ(s.kv_used(), 8);
+}
+
+TEST(GroupScheduler, DisabledRadixCacheReusesNothing) {
+  GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8, .radix_cache = false});
+  s.enqueue(request_for(1, {1, 2, 3, 4}, 3));
+  step(s);
+  s.remove(1);
+  EXPECT_EQ(s.cached_tokens(), 0);
+  EXPECT_EQ(s.kv_used(), 0);
+  s.enqueue(request_for(2, {1, 2, 3, 4}, 3));
+  EXPECT_EQ(s.plan_step().seqs.at(0).n_cached, 0);
+}
+
+TEST(GroupScheduler, LongestPrefixMatchPolicyAdmitsCachedPrefixesFirst) {
+  for (SchedulePolicy policy : {SchedulePolicy::Fcfs, SchedulePolicy::LongestPrefixMatch}) {
+    GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 1, .policy = policy});
+    s.enqueue(request_for(1, {5, 6, 7, 8}, 2));
+    step(s);
+    s.remove(1);
+    s.enqueue(request_for(2, {1, 2}, 2));
+    s.enqueue(request_for(3, {5, 6, 7, 9}, 2));
+    const uint64_t first = s.plan_step().seqs.at(0).id;
+    EXPECT_EQ(first, policy == SchedulePolicy::Fcfs ? 2u : 3u);
+  }
+  EXPECT_THROW(parse_schedule_policy("random"), std::exception);
 }
 
 TEST(LoadBalancer, RoundRobinAndMinimumTokens) {

@@ -8,18 +8,24 @@ namespace mlaserve::sched {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::None: return "none";
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Abort: return "abort";
-    case FinishReason::Error: return "error";
+    case FinishReason::None:
+      return "none";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Abort:
+      return "abort";
+    case FinishReason::Error:
+      return "error";
   }
   return "?";
 }
 
 ServingEngine::ServingEngine(int groups, const EngineOptions& options)
     : options_(options), balancer_(options.load_balance) {
-  for (int g = 0; g < groups; ++g) groups_.emplace_back(options.kv_tokens_per_group, options.limits);
+  for (int g = 0; g < groups; ++g)
+    groups_.emplace_back(options.kv_tokens_per_group, options.limits);
   publish_status();
 }
 
@@ -44,7 +50,34 @@ void ServingEngine::abort(uint64_t id) {
   inbox_cv_.notify_one();
 }
 
-void ServingEngine::stop() { stop_ = true; }  // async-signal-safe; run() notices within 100 ms
+// The caches belong to the step loop's thread: the call waits for the loop to do it.
+bool ServingEngine::flush_cache() {
+  std::future<bool> done;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    done = flushes_.emplace_back().get_future();
+  }
+  inbox_cv_.notify_one();
+  if (done.wait_for(std::chrono::seconds(30)) != std::future_status::ready) return false;
+  try {
+    return done.get();
+  } catch (const std::future_error&) {
+    return false;  // the engine stopped first
+  }
+}
+
+bool ServingEngine::flush_all_groups() {
+  const bool idle = std::all_of(groups_.begin(), groups_.end(), [](const GroupScheduler& g) {
+    return g.running().empty() && g.waiting() == 0;
+  });
+  if (!idle) return false;
+  for (GroupScheduler& g : groups_) g.flush_cache();
+  return true;
+}
+
+void ServingEngine::stop() {
+  stop_ = true;
+}  // async-signal-safe; run() notices within 100 ms
 
 void ServingEngine::finish(ActiveRequest& r, FinishReason reason, const std::string& error) {
   TokenEvent e;
@@ -62,27 +95,33 @@ void ServingEngine::finish(ActiveRequest& r, FinishReason reason, const std::str
 void ServingEngine::take_inbox() {
   std::deque<std::shared_ptr<ActiveRequest>> incoming;
   std::vector<uint64_t> aborts;
+  std::vector<std::promise<bool>> flushes;
   {
     std::lock_guard lock(inbox_mutex_);
     incoming.swap(inbox_);
     aborts.swap(aborts_);
+    flushes.swap(flushes_);
   }
+  for (std::promise<bool>& flush : flushes) flush.set_value(flush_all_groups());
   for (auto& r : incoming) {
     active_[r->id] = r;
     if (r->request.prompt.empty() || r->kv_tokens_needed() > options_.context_length) {
-      finish(*r, FinishReason::Error,
-             fmt::format("prompt of {} tokens plus max_new_tokens {} exceeds the context of {} tokens",
-                         r->prompt_len(), r->request.max_new_tokens, options_.context_length));
+      finish(
+          *r, FinishReason::Error,
+          fmt::format("prompt of {} tokens plus max_new_tokens {} exceeds the context of {} tokens",
+                      r->prompt_len(), r->request.max_new_tokens, options_.context_length));
       continue;
     }
     std::vector<int64_t> load;
     for (const auto& g : groups_) load.push_back(g.outstanding_tokens());
     r->group = balancer_.choose(load);
     if (!groups_[static_cast<size_t>(r->group)].fits_ever(*r)) {
-      finish(*r, FinishReason::Error,
-             fmt::format("prompt of {} tokens plus max_new_tokens {} needs more KV cache than the {} tokens a "
-                         "group holds",
-                         r->prompt_len(), r->request.max_new_tokens, options_.kv_tokens_per_group));
+      finish(
+          *r, FinishReason::Error,
+          fmt::format(
+              "prompt of {} tokens plus max_new_tokens {} needs more KV cache than the {} tokens a "
+              "group holds",
+              r->prompt_len(), r->request.max_new_tokens, options_.kv_tokens_per_group));
       continue;
     }
     prompt_tokens_ += static_cast<uint64_t>(r->prompt_len());
@@ -104,11 +143,15 @@ void ServingEngine::apply(const std::vector<engine::SequenceResult>& results) {
     e.token = res.token;
     e.logprob = res.logprob;
     e.top = res.top;
-    if (r.generated.size() == 1) e.prompt_tokens = r.prompt_len();
+    if (r.generated.size() == 1) {
+      e.prompt_tokens = r.prompt_len();
+      e.cached_tokens = r.cached_tokens;
+    }
     const auto& stops = r.request.stop_token_ids;
     const auto& eos = options_.eos_token_ids;
-    const bool stop = std::find(stops.begin(), stops.end(), res.token) != stops.end() ||
-                      (!r.request.ignore_eos && std::find(eos.begin(), eos.end(), res.token) != eos.end());
+    const bool stop =
+        std::find(stops.begin(), stops.end(), res.token) != stops.end() ||
+        (!r.request.ignore_eos && std::find(eos.begin(), eos.end(), res.token) != eos.end());
     const bool length = static_cast<int64_t>(r.generated.size()) >= r.request.max_new_tokens;
     e.finish = stop ? FinishReason::Stop : length ? FinishReason::Length : FinishReason::None;
     if (r.sink) r.sink(e);
@@ -142,7 +185,9 @@ void ServingEngine::run(engine::Worker& worker) {
   while (!stop_) {
     if (step_once(worker)) continue;
     std::unique_lock lock(inbox_mutex_);
-    inbox_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_ || !inbox_.empty() || !aborts_.empty(); });
+    inbox_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+      return stop_ || !inbox_.empty() || !aborts_.empty() || !flushes_.empty();
+    });
   }
   engine::StepPlan shutdown;
   shutdown.shutdown = true;
@@ -159,26 +204,33 @@ void ServingEngine::publish_status() {
                       {"waiting_requests", s.waiting()},
                       {"outstanding_tokens", s.outstanding_tokens()},
                       {"kv_used_tokens", s.kv_used()},
+                      {"radix_cached_tokens", s.cached_tokens()},
+                      {"retractions", s.retractions()},
                       {"kv_capacity_tokens", s.kv_capacity()}});
     running += static_cast<int64_t>(s.running().size());
     waiting += static_cast<int64_t>(s.waiting());
     kv_used += s.kv_used();
     kv_total += s.kv_capacity();
   }
-  nlohmann::json status = {{"layout", options_.layout},
-                           {"load", groups},
-                           {"running_requests", running},
-                           {"waiting_requests", waiting},
-                           {"kv_used_tokens", kv_used},
-                           {"max_total_num_tokens", kv_total},
-                           {"kv_usage", kv_total > 0 ? static_cast<double>(kv_used) / static_cast<double>(kv_total) : 0.0},
-                           {"requests_finished", requests_finished_},
-                           {"prompt_tokens_total", prompt_tokens_},
-                           {"generation_tokens_total", tokens_generated_},
-                           {"steps", steps_},
-                           {"context_length", options_.context_length},
-                           {"chunked_prefill_size_per_group", options_.limits.chunk_tokens},
-                           {"max_running_requests_per_group", options_.limits.max_running}};
+  nlohmann::json status = {
+      {"layout", options_.layout},
+      {"load", groups},
+      {"running_requests", running},
+      {"waiting_requests", waiting},
+      {"kv_used_tokens", kv_used},
+      {"max_total_num_tokens", kv_total},
+      {"kv_usage",
+       kv_total > 0 ? static_cast<double>(kv_used) / static_cast<double>(kv_total) : 0.0},
+      {"requests_finished", requests_finished_},
+      {"prompt_tokens_total", prompt_tokens_},
+      {"generation_tokens_total", tokens_generated_},
+      {"steps", steps_},
+      {"context_length", options_.context_length},
+      {"chunked_prefill_size_per_group", options_.limits.chunk_tokens},
+      {"max_running_requests_per_group", options_.limits.max_running},
+      {"max_prefill_tokens_per_group", options_.limits.max_prefill_tokens},
+      {"radix_cache", options_.limits.radix_cache},
+      {"schedule_policy", options_.limits.policy == SchedulePolicy::Fcfs ? "fcfs" : "lpm"}};
   std::lock_guard lock(status_mutex_);
   status_ = std::move(status);
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -32,7 +33,7 @@ class ServingEngine final : public EngineHandle {
 
   uint64_t submit(GenerationRequest request, EventSink sink) override;
   void abort(uint64_t id) override;
-  bool flush_cache() override { return true; }  // no prefix cache yet: nothing to drop
+  bool flush_cache() override;
   nlohmann::json status() const override;
   int64_t context_length() const override { return options_.context_length; }
 
@@ -45,6 +46,7 @@ class ServingEngine final : public EngineHandle {
 
  private:
   void take_inbox();
+  bool flush_all_groups();
   void finish(ActiveRequest& r, FinishReason reason, const std::string& error = "");
   void apply(const std::vector<engine::SequenceResult>& results);
   void publish_status();
@@ -59,6 +61,7 @@ class ServingEngine final : public EngineHandle {
   std::condition_variable inbox_cv_;
   std::deque<std::shared_ptr<ActiveRequest>> inbox_;
   std::vector<uint64_t> aborts_;
+  std::vector<std::promise<bool>> flushes_;  // /flush_cache calls waiting for the step loop
   uint64_t next_id_ = 1;
   std::atomic<bool> stop_{false};
 

@@ -24,8 +24,12 @@ struct ServeOptions {
   ParallelFlags parallel;
   server::ServerOptions http;
   int64_t kv_cache_mib = 1024;
+  int64_t max_total_tokens = 0;  // 0: what --kv-cache-memory holds
   int64_t max_running_requests = 256;
   int64_t chunked_prefill_size = 8192;
+  int64_t max_prefill_tokens = 16384;
+  bool disable_radix_cache = false;
+  std::string schedule_policy = "fcfs";
   std::string load_balance = "round_robin";
 };
 
@@ -41,19 +45,34 @@ void resolve_defaults(ServeOptions& o) {
   }
   if (o.http.tokenizer_path.empty()) o.http.tokenizer_path = o.model.model_dir;
   o.http.model_path = o.model.model_dir;
-  if (o.http.model_name.empty()) o.http.model_name = std::filesystem::path(o.model.model_dir).filename().string();
+  if (o.http.model_name.empty())
+    o.http.model_name = std::filesystem::path(o.model.model_dir).filename().string();
 }
 
-sched::EngineOptions engine_options(const ServeOptions& o, const dist::Topology& topo, const model::ModelConfig& cfg) {
+sched::EngineOptions engine_options(const ServeOptions& o, const dist::Topology& topo,
+                                    const model::ModelConfig& cfg) {
   const dist::KvCapacity kv = dist::kv_capacity(topo, cfg, o.kv_cache_mib << 20);
-  if (kv.per_rank_tokens < 1) fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib, kv.bytes_per_token);
+  if (kv.per_rank_tokens < 1)
+    fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib,
+         kv.bytes_per_token);
   const int64_t groups = topo.instances * topo.groups_per_instance;
   sched::EngineOptions e;
   e.kv_tokens_per_group = kv.per_rank_tokens;
+  if (o.max_total_tokens > 0) {
+    if (o.max_total_tokens > kv.per_rank_tokens) {
+      fail("--max-total-tokens {} needs more than --kv-cache-memory {} MiB ({} tokens per rank)",
+           o.max_total_tokens, o.kv_cache_mib, kv.per_rank_tokens);
+    }
+    e.kv_tokens_per_group = o.max_total_tokens;
+  }
+  const int64_t instance_tokens = e.kv_tokens_per_group * topo.groups_per_instance;
   // Global budgets divided by the DP groups (research G): the MLP batch after the gather stays
   // about the configured size.
   e.limits.chunk_tokens = std::max<int64_t>(1, o.chunked_prefill_size / groups);
   e.limits.max_running = std::max<int64_t>(1, o.max_running_requests / groups);
+  e.limits.max_prefill_tokens = std::max<int64_t>(1, o.max_prefill_tokens / groups);
+  e.limits.radix_cache = !o.disable_radix_cache;
+  e.limits.policy = sched::parse_schedule_policy(o.schedule_policy);
   e.load_balance = sched::parse_load_balance_method(o.load_balance);
   e.context_length = cfg.max_position_embeddings;
   e.eos_token_ids = cfg.eos_token_ids;
@@ -64,10 +83,14 @@ sched::EngineOptions engine_options(const ServeOptions& o, const dist::Topology&
               {"enable_ep_moe", o.parallel.layout.ep_moe},
               {"dtype", o.model.dtype},
               {"kv_bytes_per_token", kv.bytes_per_token},
-              {"kv_tokens_per_rank", kv.per_rank_tokens},
-              {"kv_tokens_per_instance", kv.instance_tokens}};
-  spdlog::info("serve: layout {}, KV cache {} MiB per rank = max_total_num_tokens {} per rank ({} per instance)",
-               o.parallel.layout.describe(), o.kv_cache_mib, kv.per_rank_tokens, kv.instance_tokens);
+              {"kv_tokens_per_rank", e.kv_tokens_per_group},
+              {"kv_tokens_per_instance", instance_tokens}};
+  spdlog::info(
+      "serve: layout {}, KV cache max_total_num_tokens {} per rank ({} per instance, "
+      "--kv-cache-memory {} MiB "
+      "holds {})",
+      o.parallel.layout.describe(), e.kv_tokens_per_group, instance_tokens, o.kv_cache_mib,
+      kv.per_rank_tokens);
   return e;
 }
 
@@ -78,14 +101,16 @@ void run_rank(ServeOptions o, const engine::MpiSession& mpi) {
   dist::check_model_fits(topo, cfg);
   const sched::EngineOptions eo = engine_options(o, topo, cfg);
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
-  spdlog::info("serve: rank {} holds {:.1f} MB of weights", mpi.rank(), static_cast<double>(model.resident_weight_bytes()) / 1e6);
+  spdlog::info("serve: rank {} holds {:.1f} MB of weights", mpi.rank(),
+               static_cast<double>(model.resident_weight_bytes()) / 1e6);
   engine::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
   if (mpi.rank() != 0) return follow_rank0(worker);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
   sched::ServingEngine engine(topo.instances * topo.groups_per_instance, eo);
   server::HttpServer http(o.http, engine, tok);
   http.start();
-  spdlog::info("serve: listening on http://{}:{} (model \"{}\")", o.http.host, http.port(), o.http.model_name);
+  spdlog::info("serve: listening on http://{}:{} (model \"{}\")", o.http.host, http.port(),
+               o.http.model_name);
   g_engine = &engine;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -102,33 +127,60 @@ void add_serve(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   o->model.add_to(*cmd, /*model_required=*/false);
   o->parallel.add_to(*cmd);
-  cmd->add_option("--host", o->http.host, "Address to bind (loopback by default)")->capture_default_str();
-  cmd->add_option("--port", o->http.port, "Port to bind (0 picks a free one)")->capture_default_str();
-  cmd->add_option("--api-key", o->http.api_key, "Require 'Authorization: Bearer <key>' on every request");
-  cmd->add_option("--served-model-name", o->http.model_name, "Model name in the API (default: the model directory's name)");
-  cmd->add_option("--tokenizer", o->http.tokenizer_path, "Directory with tokenizer.json (default: the model directory)");
-  cmd->add_option("--max-body-bytes", o->http.max_body_bytes, "Largest request body accepted (413 above)")->capture_default_str();
-  cmd->add_option("--http-threads", o->http.threads, "Connections served at once (each open stream holds one)")
+  cmd->add_option("--host", o->http.host, "Address to bind (loopback by default)")
+      ->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port to bind (0 picks a free one)")
+      ->capture_default_str();
+  cmd->add_option("--api-key", o->http.api_key,
+                  "Require 'Authorization: Bearer <key>' on every request");
+  cmd->add_option("--served-model-name", o->http.model_name,
+                  "Model name in the API (default: the model directory's name)");
+  cmd->add_option("--tokenizer", o->http.tokenizer_path,
+                  "Directory with tokenizer.json (default: the model directory)");
+  cmd->add_option("--max-body-bytes", o->http.max_body_bytes,
+                  "Largest request body accepted (413 above)")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->http.threads,
+                  "Connections served at once (each open stream holds one)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--enable-cors", o->http.cors, "Send CORS headers (off by default)");
-  cmd->add_option("--kv-cache-memory", o->kv_cache_mib, "Latent KV cache per rank, in MiB (sets max_total_num_tokens)")
+  cmd->add_option("--kv-cache-memory", o->kv_cache_mib,
+                  "Latent KV cache per rank, in MiB (sets max_total_num_tokens)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--max-total-tokens", o->max_total_tokens,
+                  "Token slots in each rank's KV pool, instead of all that --kv-cache-memory holds")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-running-requests", o->max_running_requests,
                   "Requests decoding at once, over all DP groups (divided by dp)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--chunked-prefill-size", o->chunked_prefill_size,
-                  "Prefill tokens per step, a global budget divided by the DP groups (SGLang semantics)")
+  cmd->add_option(
+         "--chunked-prefill-size", o->chunked_prefill_size,
+         "Prefill tokens per step, a global budget divided by the DP groups (SGLang semantics)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--max-prefill-tokens", o->max_prefill_tokens,
+                  "Prompt tokens admitted per prefill step, over all DP groups (divided by dp); a "
+                  "single longer "
+                  "prompt still runs, in chunks")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--schedule-policy", o->schedule_policy,
+                  "Order of waiting requests: fcfs (arrival) or lpm (longest cached prefix first)")
+      ->check(CLI::IsMember({"fcfs", "lpm"}))
+      ->capture_default_str();
+  cmd->add_flag("--disable-radix-cache", o->disable_radix_cache,
+                "Do not reuse the KV of shared prompt prefixes across requests");
   cmd->add_option("--load-balance-method", o->load_balance,
-                  "How new requests pick a DP group: round_robin or minimum_tokens (fewest outstanding tokens)")
+                  "How new requests pick a DP group: round_robin or minimum_tokens (fewest "
+                  "outstanding tokens)")
       ->check(CLI::IsMember({"round_robin", "minimum_tokens"}))
       ->capture_default_str();
   cmd->callback([o] {
-    engine::run_ranks(o->parallel.layout.world_size(), [&](const engine::MpiSession& mpi) { run_rank(*o, mpi); });
+    engine::run_ranks(o->parallel.layout.world_size(),
+                      [&](const engine::MpiSession& mpi) { run_rank(*o, mpi); });
   });
 }
 

@@ -1,0 +1,131 @@
+// Continuous batching end to end (issue 5) on brown-tiny in float32: many concurrent requests of
+// mixed lengths each get the tokens they get alone; a KV pool far too small for them forces
+// retractions without changing any output; a shared prompt prefix comes from the radix cache.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "server_process.h"
+
+namespace mlaserve::testing {
+namespace {
+
+using nlohmann::json;
+
+struct Job {
+  std::vector<int> prompt;
+  int max_new = 0;
+};
+
+// BOS and 3..142 tokens of brown-tiny's vocabulary; 4..24 new tokens.
+std::vector<Job> mixed_jobs(int n) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < n; ++i) {
+    Job job{{0}, 4 + (i * 7) % 21};
+    for (int j = 0; j < 3 + (i * 29) % 140; ++j)
+      job.prompt.push_back(100 + (i * 37 + j * 11) % 3900);
+    jobs.push_back(job);
+  }
+  return jobs;
+}
+
+std::vector<std::vector<int>> run_concurrently(const ServerProcess& server,
+                                               const std::vector<Job>& jobs) {
+  std::vector<std::future<std::vector<int>>> futures;
+  for (const Job& job : jobs) {
+    futures.push_back(std::async(
+        std::launch::async, [&server, job] { return server.generate(job.prompt, job.max_new); }));
+  }
+  std::vector<std::vector<int>> outputs;
+  for (auto& f : futures) outputs.push_back(f.get());
+  return outputs;
+}
+
+// Each job alone (one at a time), then all at once after /flush_cache; returns the engine status.
+json expect_batched_equals_alone(const std::string& flags, const std::vector<Job>& jobs) {
+  ServerProcess server(flags);
+  EXPECT_GT(server.port(), 0);
+  if (server.port() == 0) return {};
+  std::vector<std::vector<int>> alone;
+  for (const Job& job : jobs) alone.push_back(server.generate(job.prompt, job.max_new));
+  const json empty = json::object();
+  server.call("/flush_cache", &empty);
+  const std::vector<std::vector<int>> batched = run_concurrently(server, jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(alone[i].size(), static_cast<size_t>(jobs[i].max_new)) << "request " << i;
+    EXPECT_EQ(batched[i], alone[i]) << "request " << i << " with " << flags;
+  }
+  return server.call("/get_server_info")["engine"];
+}
+
+TEST(Batching, SixtyFourMixedRequestsEqualTheirAloneOutputsSingleRank) {
+  const json status = expect_batched_equals_alone("", mixed_jobs(64));
+  EXPECT_EQ(status["requests_finished"], 128);
+}
+
+TEST(Batching, SixtyFourMixedRequestsEqualTheirAloneOutputsWithDpAttention) {
+  const json status =
+      expect_batched_equals_alone("--tp 4 --dp 2 --enable-dp-attention", mixed_jobs(64));
+  EXPECT_EQ(status["load"].size(), 2u);
+}
+
+// 400 slots per group against ~24 x 100 tokens of demand: decode runs out of KV, requests are
+// retracted (their latents kept in the radix cache or dropped) and finish later, unchanged.
+void expect_retraction_keeps_outputs(const std::string& flags) {
+  std::vector<Job> jobs = mixed_jobs(24);
+  for (Job& job : jobs) {
+    job.prompt.resize(std::min<size_t>(job.prompt.size(), 60));
+    job.max_new = 40;
+  }
+  const json status = expect_batched_equals_alone("--max-total-tokens 400 " + flags, jobs);
+  int64_t retractions = 0;
+  for (const json& group : status["load"]) retractions += group["retractions"].get<int64_t>();
+  EXPECT_GT(retractions, 0) << status.dump();
+}
+
+TEST(Batching, RetractionKeepsOutputsSingleRank) {
+  expect_retraction_keeps_outputs("");
+}
+TEST(Batching, RetractionKeepsOutputsWithoutRadixCache) {
+  expect_retraction_keeps_outputs("--disable-radix-cache");
+}
+TEST(Batching, RetractionKeepsOutputsWithDpAttention) {
+  expect_retraction_keeps_outputs("--tp 2 --dp 2 --enable-dp-attention");
+}
+
+// Two requests share a 200-token prefix: the second reuses it (cached_tokens) and both give the
+// tokens a server without the cache gives.
+TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
+  std::vector<int> prefix = mixed_jobs(10)[9].prompt;  // BOS + 110 tokens
+  while (prefix.size() < 200) prefix.push_back(static_cast<int>(300 + prefix.size() * 13 % 3000));
+  std::vector<int> first = prefix, second = prefix;
+  for (int j = 0; j < 10; ++j) {
+    first.push_back(1000 + j);
+    second.push_back(2000 + 3 * j);
+  }
+  std::vector<json> cached, uncached;
+  {
+    ServerProcess server("");
+    cached = {server.generate_json(first, 16), server.generate_json(second, 16)};
+  }
+  {
+    ServerProcess server("--disable-radix-cache");
+    uncached = {server.generate_json(first, 16), server.generate_json(second, 16)};
+  }
+  EXPECT_EQ(cached[0]["meta_info"]["cached_tokens"], 0);
+  EXPECT_EQ(cached[1]["meta_info"]["cached_tokens"], 200);
+  EXPECT_EQ(uncached[1]["meta_info"]["cached_tokens"], 0);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(cached[i]["output_ids"], uncached[i]["output_ids"]) << "request " << i;
+    ASSERT_EQ(cached[i]["output_ids"].size(), 16u);
+    // The latents reused from the cache give the logits a full prefill gives (float32 rounding).
+    const json& a = cached[i]["meta_info"]["output_token_logprobs"];
+    const json& b = uncached[i]["meta_info"]["output_token_logprobs"];
+    ASSERT_EQ(a.size(), 16u);
+    for (size_t t = 0; t < 16; ++t)
+      EXPECT_NEAR(a[t][0].get<double>(), b[t][0].get<double>(), 1e-4) << i << "," << t;
+  }
+}
+
+}  // namespace
+}  // namespace mlaserve::testing
