@@ -163,6 +163,7 @@ void ServingEngine::apply(const std::vector<engine::SequenceResult>& results) {
 }
 
 bool ServingEngine::step_once(engine::Worker& worker) {
+  const auto started = std::chrono::steady_clock::now();
   take_inbox();
   engine::StepPlan plan;
   bool any = false;
@@ -175,7 +176,12 @@ bool ServingEngine::step_once(engine::Worker& worker) {
     return false;
   }
   plan.released.swap(released_);
+  const auto planned = std::chrono::steady_clock::now();
   apply(worker.step(&plan));
+  // Scheduling time against the whole step tells whether planning step i+1 during step i pays.
+  schedule_seconds_ += std::chrono::duration<double>(planned - started).count();
+  step_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   steps_ += 1;
   publish_status();
   return true;
@@ -225,6 +231,8 @@ void ServingEngine::publish_status() {
       {"prompt_tokens_total", prompt_tokens_},
       {"generation_tokens_total", tokens_generated_},
       {"steps", steps_},
+      {"schedule_seconds_total", schedule_seconds_},
+      {"step_seconds_total", step_seconds_},
       {"context_length", options_.context_length},
       {"chunked_prefill_size_per_group", options_.limits.chunk_tokens},
       {"max_running_requests_per_group", options_.limits.max_running},

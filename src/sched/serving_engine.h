@@ -68,6 +68,7 @@ class ServingEngine final : public EngineHandle {
   mutable std::mutex status_mutex_;
   nlohmann::json status_;
   uint64_t requests_finished_ = 0, tokens_generated_ = 0, prompt_tokens_ = 0, steps_ = 0;
+  double schedule_seconds_ = 0, step_seconds_ = 0;  // rank 0's planning, and whole busy steps
 };
 
 }  // namespace mlaserve::sched
