@@ -127,5 +127,22 @@ TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
   }
 }
 
+// A request the KV pool can never hold is refused with a 400 naming the limit, and the server
+// goes on serving.
+TEST(Batching, ARequestThatCanNeverFitIsRejected) {
+  ServerProcess server("--max-total-tokens 64");
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client("127.0.0.1", server.port());
+  const json too_big = {{"input_ids", std::vector<int>(50, 300)},
+                        {"sampling_params", {{"max_new_tokens", 30}}}};
+  const auto refused = client.Post("/generate", too_big.dump(), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("needs more KV cache than the 64 tokens a group holds"),
+            std::string::npos)
+      << refused->body;
+  EXPECT_EQ(server.generate(std::vector<int>(30, 300), 30).size(), 30u);
+}
+
 }  // namespace
 }  // namespace mlaserve::testing

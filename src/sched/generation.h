@@ -15,26 +15,28 @@
 namespace mlaserve::sched {
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;              // token ids (BOS included if the API added it)
+  std::vector<int32_t> prompt;  // token ids (BOS included if the API added it)
   int64_t max_new_tokens = 128;
   sampling::SamplingParams sampling;
-  std::vector<int32_t> stop_token_ids;      // finish with reason "stop" after emitting one of these
-  bool ignore_eos = false;                  // when false, the model's EOS ids also stop
-  int top_logprobs = 0;                     // alternatives per token to report (0..20)
-  bool logprobs = false;                    // report the chosen token's logprob
+  std::vector<int32_t> stop_token_ids;  // finish with reason "stop" after emitting one of these
+  bool ignore_eos = false;              // when false, the model's EOS ids also stop
+  int top_logprobs = 0;                 // alternatives per token to report (0..20)
+  bool logprobs = false;                // report the chosen token's logprob
 };
 
-enum class FinishReason { None, Stop, Length, Abort, Error };
+// Rejected: the request cannot run as asked (prompt plus max_new_tokens over the context or the
+// KV capacity), the client's fault; Error: the engine failed.
+enum class FinishReason { None, Stop, Length, Abort, Error, Rejected };
 const char* finish_reason_name(FinishReason reason);
 
 // One generated token (or the end of the request). Delivered in order, per request.
 struct TokenEvent {
-  int32_t token = -1;                              // -1 when the event only finishes the request
-  float logprob = 0.0f;                            // when requested
-  std::vector<sampling::TokenLogprob> top;         // when top_logprobs > 0
-  FinishReason finish = FinishReason::None;        // set on the request's last event
-  std::string error;                               // FinishReason::Error: why
-  int64_t prompt_tokens = 0, cached_tokens = 0;    // filled on the first event
+  int32_t token = -1;                            // -1 when the event only finishes the request
+  float logprob = 0.0f;                          // when requested
+  std::vector<sampling::TokenLogprob> top;       // when top_logprobs > 0
+  FinishReason finish = FinishReason::None;      // set on the request's last event
+  std::string error;                             // Error, Rejected: why
+  int64_t prompt_tokens = 0, cached_tokens = 0;  // filled on the first event
 };
 
 using EventSink = std::function<void(const TokenEvent&)>;

@@ -83,8 +83,14 @@ std::vector<int32_t> GroupScheduler::allocate(int64_t n) {
   return slots_.allocate(n);
 }
 
+// lpm matches every waiting request each step; past 128 of them that costs more than it gains,
+// so the order stays fcfs (as SGLang does).
 void GroupScheduler::order_waiting() {
-  if (limits_.policy != SchedulePolicy::LongestPrefixMatch || !limits_.radix_cache) return;
+  constexpr size_t kMaxLpmQueue = 128;
+  if (limits_.policy != SchedulePolicy::LongestPrefixMatch || !limits_.radix_cache ||
+      waiting_.size() > kMaxLpmQueue) {
+    return;
+  }
   std::vector<std::pair<size_t, std::shared_ptr<ActiveRequest>>> keyed;
   for (auto& r : waiting_)
     keyed.emplace_back(cache_.match_prefix(r->fill_tokens(0, r->prefill_len - 1)).slots.size(), r);

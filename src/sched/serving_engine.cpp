@@ -18,6 +18,8 @@ const char* finish_reason_name(FinishReason reason) {
       return "abort";
     case FinishReason::Error:
       return "error";
+    case FinishReason::Rejected:
+      return "rejected";
   }
   return "?";
 }
@@ -107,7 +109,7 @@ void ServingEngine::take_inbox() {
     active_[r->id] = r;
     if (r->request.prompt.empty() || r->kv_tokens_needed() > options_.context_length) {
       finish(
-          *r, FinishReason::Error,
+          *r, FinishReason::Rejected,
           fmt::format("prompt of {} tokens plus max_new_tokens {} exceeds the context of {} tokens",
                       r->prompt_len(), r->request.max_new_tokens, options_.context_length));
       continue;
@@ -117,7 +119,7 @@ void ServingEngine::take_inbox() {
     r->group = balancer_.choose(load);
     if (!groups_[static_cast<size_t>(r->group)].fits_ever(*r)) {
       finish(
-          *r, FinishReason::Error,
+          *r, FinishReason::Rejected,
           fmt::format(
               "prompt of {} tokens plus max_new_tokens {} needs more KV cache than the {} tokens a "
               "group holds",

@@ -53,7 +53,9 @@ bool ChoiceState::apply(const sched::TokenEvent& event) {
       end({FinishKind::Abort, nullptr, event.error.empty() ? "aborted" : event.error});
       break;
     case sched::FinishReason::Error:
-      end({FinishKind::Error, nullptr, event.error.empty() ? "engine error" : event.error});
+    case sched::FinishReason::Rejected:
+      end({FinishKind::Error, nullptr, event.error.empty() ? "engine error" : event.error,
+           event.finish == sched::FinishReason::Rejected});
       break;
   }
   return false;

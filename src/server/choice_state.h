@@ -24,8 +24,9 @@ const char* finish_kind_name(FinishKind kind);
 
 struct Finish {
   FinishKind kind;
-  nlohmann::json matched;  // Stop: the stop string or stop token id, null for EOS-less stops
-  std::string message;     // Error/Abort: why
+  nlohmann::json matched;     // Stop: the stop string or stop token id, null for EOS-less stops
+  std::string message;        // Error/Abort: why
+  bool client_error = false;  // Error: the engine rejected the request as asked (HTTP 400)
 };
 
 // A generated token with its logprobs (kept only when the request asked for logprobs).

@@ -127,7 +127,8 @@ void respond_with_generation(ServerContext& context, const httplib::Request& req
   // after generating tokens streams them and then an error event.
   const ChoiceState* failed = waited.first_error();
   if (failed && (!stream || failed->completion_tokens() == 0)) {
-    throw server_error(failed->finish()->message);
+    const Finish& finish = *failed->finish();
+    throw finish.client_error ? invalid_request(finish.message) : server_error(finish.message);
   }
   if (!stream) {
     send_json(response, format->response(waited));

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Serving throughput sweep (issue 5): starts `mlaserve serve` with the given flags on a loopback
+# port, runs `bench-serving` at each concurrency, prints each table and the engine's scheduling
+# share, and stops the server.
+#
+#   bench/serving_sweep.sh BIN MODEL TOKENIZER "SERVE FLAGS" "CONCURRENCIES" PROMPTS INPUT_LEN OUTPUT_LEN
+#   bench/serving_sweep.sh build/src/tools/mlaserve /tmp/bench-500m models/brown-tiny "--tp 2" "8 32" 32 256 64
+# (the bench model has no tokenizer; brown-tiny's ids all fall inside its vocabulary)
+set -euo pipefail
+bin=$1 model=$2 tokenizer=$3 flags=$4 concurrencies=$5 prompts=$6 input_len=$7 output_len=$8
+port=${PORT:-30123}
+log=$(mktemp)
+# shellcheck disable=SC2086  # the flags are a word list
+"$bin" serve --model "$model" --tokenizer "$tokenizer" --port "$port" $flags >"$log" 2>&1 &
+server=$!
+trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
+for _ in $(seq 600); do
+  grep -q "listening on" "$log" && break
+  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.5
+done
+echo "== serve $flags (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+for c in $concurrencies; do
+  "$bin" bench-serving --base-url "http://127.0.0.1:$port" --backend mlaserve --tokenizer "$tokenizer" \
+    --dataset random --num-prompts "$prompts" --random-input-len "$input_len" \
+    --random-output-len "$output_len" --random-range-ratio 1 --request-rate inf \
+    --max-concurrency "$c" --seed 1 --output-file /dev/null 2>/dev/null |
+    sed -n '/Serving Benchmark Result/,/^=*$/p' | grep -E "concurrency|duration|Output token|Total token|Median TTFT|Median ITL|Median TPOT"
+  curl -s "127.0.0.1:$port/get_server_info" |
+    python3 -c 'import json,sys; e=json.load(sys.stdin)["engine"]; print(f"   scheduling {e["schedule_seconds_total"]:.3f} s of {e["step_seconds_total"]:.1f} s busy, {e["steps"]} steps")'
+done
