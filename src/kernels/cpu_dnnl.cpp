@@ -11,6 +11,7 @@
 #include "kernels/cpu_isa.h"
 #include "kernels/dnnl_matmul.h"
 #include "kernels/gemv.h"
+#include "kernels/parallel.h"
 
 namespace mlaserve::kernels {
 namespace {
@@ -107,8 +108,10 @@ void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
              : memory(row_major_weight_desc(w), cpu_engine(), const_cast<void*>(weight_data(w)));
   const dnnl::matmul primitive = cached_primitive(m, w, weights.get_desc());
   const memory::desc dst({m, w.rows()}, memory::data_type::f32, Tag::ab);
+  const memory source = source_memory(x, m, w);  // may run on the kernel thread pool
   thread_local dnnl::stream stream(cpu_engine());
-  primitive.execute(stream, {{DNNL_ARG_SRC, source_memory(x, m, w)},
+  park_threads();  // oneDNN runs on its own OpenMP team
+  primitive.execute(stream, {{DNNL_ARG_SRC, source},
                              {DNNL_ARG_WEIGHTS, weights},
                              {DNNL_ARG_DST, memory(dst, cpu_engine(), y)}});
   stream.wait();

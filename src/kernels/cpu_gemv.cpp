@@ -18,7 +18,8 @@ namespace {
 // m = 1..2 streamed W 5-15 % faster than four rows did.
 constexpr int kTileRows = 8;
 constexpr int kTileM = 3;                      // larger m loops over groups of kTileM x rows
-constexpr int64_t kMinParallelWork = 1 << 16;  // weight elements below which one thread is faster
+constexpr int64_t kMinParallelWork = 1 << 16;  // elements below which one thread is faster
+constexpr int64_t kMinParallelBytes = 2 * kMinParallelWork;  // the same for weight bytes
 
 // ---- F32 weights ------------------------------------------------------------------------
 
@@ -156,19 +157,6 @@ MLASERVE_AVX512_BF16 void row_block_bf16(const bf16* x, int64_t m, int64_t k_pad
   }
 }
 
-// Runs block(row, rows) over [0, n) in blocks of kTileRows rows (the last one may be short),
-// split across threads in contiguous ranges.
-template <typename Block>
-void for_each_row_block(int64_t n, int64_t k, Block block) {
-  const int64_t blocks = (n + kTileRows - 1) / kTileRows;
-  for_ranges(blocks, n * k >= kMinParallelWork, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; ++b) {
-      const int64_t row = b * kTileRows;
-      block(row, std::min<int64_t>(kTileRows, n - row));
-    }
-  });
-}
-
 MLASERVE_AVX512_BF16 void round_row_to_bf16(const float* x, int64_t cols, int64_t padded_cols,
                                             bf16* out) {
   for (int64_t c = 0; c < padded_cols; c += 16) {
@@ -177,6 +165,48 @@ MLASERVE_AVX512_BF16 void round_row_to_bf16(const float* x, int64_t cols, int64_
     const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(valid, x + c));
     _mm256_mask_storeu_epi16(out + c, inside, (__m256i)rounded);
   }
+}
+
+// Weight rows [first, last) of one job, x already rounded to bf16 for BF16 jobs (xb).
+void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first, int64_t last) {
+  for (int64_t row = first; row < last; row += kTileRows) {
+    const bool full = row + kTileRows <= last;
+    if (job.type == WeightType::F32) {
+      const auto* w = static_cast<const float*>(job.w);
+      if (full) {
+        row_block_f32<kTileRows>(job.x, job.m, w, job.n, job.k, row, job.y);
+      } else {
+        for (int64_t r = row; r < last; ++r)
+          row_block_f32<1>(job.x, job.m, w, job.n, job.k, r, job.y);
+      }
+    } else {
+      const auto* w = static_cast<const bf16*>(job.w);
+      if (full) {
+        row_block_bf16<kTileRows>(xb, job.m, k_padded, w, job.n, job.k, row, job.y);
+      } else {
+        for (int64_t r = row; r < last; ++r) {
+          row_block_bf16<1>(xb, job.m, k_padded, w, job.n, job.k, r, job.y);
+        }
+      }
+    }
+  }
+}
+
+int64_t padded_cols(const GemvJob& job) {
+  return (job.k + 31) / 32 * 32;
+}
+
+int64_t row_bytes(const GemvJob& job) {
+  return job.k * (job.type == WeightType::F32 ? 4 : 2);
+}
+
+// The first row of a job at or after byte position `pos` of the concatenated weights, where
+// the job's rows start at `start`; rounded up to whole tiles, so that threads split a job only
+// between tiles.
+int64_t row_at(const GemvJob& job, int64_t start, int64_t pos) {
+  if (pos <= start) return 0;
+  const int64_t row = (pos - start + row_bytes(job) - 1) / row_bytes(job);
+  return std::min(job.n, (row + kTileRows - 1) / kTileRows * kTileRows);
 }
 
 }  // namespace
@@ -188,29 +218,52 @@ void round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t out_
   });
 }
 
-void gemv_f32(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y) {
-  for_each_row_block(n, k, [&](int64_t row, int64_t rows) {
-    if (rows == kTileRows) {
-      row_block_f32<kTileRows>(x, m, w, n, k, row, y);
-    } else {
-      for (int64_t r = row; r < row + rows; ++r) row_block_f32<1>(x, m, w, n, k, r, y);
+void gemv_batch(std::span<const GemvJob> jobs) {
+  // x of every BF16 job rounded once, zero-padded to whole 32-column chunks (no x tail masks).
+  thread_local std::vector<bf16> rounded;
+  thread_local std::vector<int64_t> offsets;
+  offsets.assign(jobs.size() + 1, 0);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const bool b16 = jobs[j].type == WeightType::BF16;
+    offsets[j + 1] = offsets[j] + (b16 ? jobs[j].m * padded_cols(jobs[j]) : 0);
+  }
+  rounded.resize(static_cast<size_t>(offsets.back()));
+  int64_t total_bytes = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const GemvJob& job = jobs[j];
+    if (job.type == WeightType::BF16) {
+      for (int64_t i = 0; i < job.m; ++i) {
+        round_row_to_bf16(job.x + i * job.k, job.k, padded_cols(job),
+                          rounded.data() + offsets[j] + i * padded_cols(job));
+      }
+    }
+    total_bytes += job.n * row_bytes(job);
+  }
+  // Each thread takes one contiguous byte range of all jobs' weights, so each core streams
+  // its own share once whatever the mix of sizes.
+  const bf16* xb = rounded.data();
+  const int64_t* x_offsets = offsets.data();
+  on_threads(total_bytes >= kMinParallelBytes, [&](int thread, int threads) {
+    const int64_t begin = total_bytes * thread / threads,
+                  end = total_bytes * (thread + 1) / threads;
+    int64_t start = 0;
+    for (size_t j = 0; j < jobs.size() && start < end; ++j) {
+      const GemvJob& job = jobs[j];
+      const int64_t first = row_at(job, start, begin), last = row_at(job, start, end);
+      if (first < last) run_rows(job, xb + x_offsets[j], padded_cols(job), first, last);
+      start += job.n * row_bytes(job);
     }
   });
 }
 
+void gemv_f32(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y) {
+  const GemvJob job{x, m, w, WeightType::F32, n, k, y};
+  gemv_batch({&job, 1});
+}
+
 void gemv_bf16(const float* x, int64_t m, const bf16* w, int64_t n, int64_t k, float* y) {
-  const int64_t k_padded = (k + 31) / 32 * 32;
-  thread_local std::vector<bf16> x_rounded;
-  x_rounded.resize(static_cast<size_t>(m * k_padded));
-  round_rows_to_bf16(x, m, k, k_padded, x_rounded.data());  // zero padding: no x tail masks
-  const bf16* xb = x_rounded.data();
-  for_each_row_block(n, k, [&](int64_t row, int64_t rows) {
-    if (rows == kTileRows) {
-      row_block_bf16<kTileRows>(xb, m, k_padded, w, n, k, row, y);
-    } else {
-      for (int64_t r = row; r < row + rows; ++r) row_block_bf16<1>(xb, m, k_padded, w, n, k, r, y);
-    }
-  });
+  const GemvJob job{x, m, w, WeightType::BF16, n, k, y};
+  gemv_batch({&job, 1});
 }
 
 }  // namespace mlaserve::kernels

@@ -1,6 +1,7 @@
 // matmul() and prepare(): hand-written AVX-512 GEMV for few rows of x (decode, bound by the
 // weight stream), oneDNN on packed weights for many rows (prefill, bound by FMA throughput).
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu_isa.h"
 #include "kernels/dnnl_matmul.h"
@@ -20,8 +21,30 @@ namespace {
 constexpr int64_t kMaxGemvRowsPacked = 3;
 constexpr int64_t kMaxGemvRowsUnpacked = 8;
 
-bool gemv_supports(WeightType type) {
-  return type == WeightType::F32 ? cpu_has_avx512() : cpu_has_avx512_bf16();
+bool use_gemv(const MatmulJob& job) {
+  const Weight& w = *job.w;
+  const bool supported = w.type() == WeightType::F32 ? cpu_has_avx512() : cpu_has_avx512_bf16();
+  return supported && w.cols() > 0 &&
+         job.m <= (w.packed ? kMaxGemvRowsPacked : kMaxGemvRowsUnpacked);
+}
+
+GemvJob gemv_job(const MatmulJob& job) {
+  const Weight& w = *job.w;
+  const void* data = w.type() == WeightType::F32 ? static_cast<const void*>(w.f32())
+                                                 : static_cast<const void*>(w.b16());
+  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y};
+}
+
+// A job that does not go to the GEMV kernels.
+void matmul_other(const MatmulJob& job) {
+  const Weight& w = *job.w;
+  if (w.cols() == 0) {
+    std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
+  } else if (dnnl_supports(w.type())) {
+    dnnl_matmul(job.x, job.m, w, job.y);
+  } else {
+    ref::matmul(job.x, job.m, w, job.y);  // BF16 on a CPU without AVX512_BF16
+  }
 }
 
 }  // namespace
@@ -31,21 +54,22 @@ void prepare(Weight& w) {
 }
 
 void matmul(const float* x, int64_t m, const Weight& w, float* y) {
-  if (m == 0 || w.rows() == 0) return;
-  if (w.cols() == 0) {
-    std::fill(y, y + m * w.rows(), 0.0f);
-  } else if (m <= (w.packed ? kMaxGemvRowsPacked : kMaxGemvRowsUnpacked) &&
-             gemv_supports(w.type())) {
-    if (w.type() == WeightType::F32) {
-      gemv_f32(x, m, w.f32(), w.rows(), w.cols(), y);
+  const MatmulJob job{x, m, &w, y};
+  matmul_batch({&job, 1});
+}
+
+void matmul_batch(std::span<const MatmulJob> jobs) {
+  thread_local std::vector<GemvJob> gemv_jobs;
+  gemv_jobs.clear();
+  for (const MatmulJob& job : jobs) {
+    if (job.m == 0 || job.w->rows() == 0) continue;
+    if (use_gemv(job)) {
+      gemv_jobs.push_back(gemv_job(job));
     } else {
-      gemv_bf16(x, m, w.b16(), w.rows(), w.cols(), y);
+      matmul_other(job);
     }
-  } else if (dnnl_supports(w.type())) {
-    dnnl_matmul(x, m, w, y);
-  } else {
-    ref::matmul(x, m, w, y);  // BF16 on a CPU without AVX512_BF16
   }
+  if (!gemv_jobs.empty()) gemv_batch(gemv_jobs);
 }
 
 }  // namespace mlaserve::kernels

@@ -56,6 +56,19 @@ void prepare(Weight& w);
 // path may round x to bfloat16 (what vdpbf16ps / oneDNN bf16 do).
 void matmul(const float* x, int64_t m, const Weight& w, float* y);
 
+// One product of a batch: y[m, w->rows()] = x[m, w->cols()] · Wᵀ.
+struct MatmulJob {
+  const float* x;
+  int64_t m;
+  const Weight* w;
+  float* y;
+};
+
+// matmul() of every job. The fast path runs the jobs with few rows of x (decode: a step's
+// experts, the per-head absorption matrices) in one parallel pass that streams all their
+// weights at once, and the others one after another.
+void matmul_batch(std::span<const MatmulJob> jobs);
+
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * gamma, for r < rows. y may alias x.
 void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y);
 

@@ -149,6 +149,43 @@ TEST(Matmul, ComparisonCatchesOneWrongWeight) {
   }
 }
 
+// A batch mixes weight types, GEMV and oneDNN row counts, packed and row-major weights and
+// sizes from a few rows to megabytes (split between threads inside a job): every job must
+// come out as its own matmul would.
+TEST(Matmul, BatchMatchesReference) {
+  struct JobCase {
+    WeightType type;
+    int64_t m, n, k;
+    bool packed;
+  };
+  const JobCase cases[] = {
+      {WeightType::BF16, 1, 1024, 1024, true}, {WeightType::BF16, 1, 37, 100, false},
+      {WeightType::F32, 1, 32, 1024, true},    {WeightType::BF16, 2, 512, 1024, true},
+      {WeightType::BF16, 9, 64, 64, true},     {WeightType::F32, 3, 130, 47, false},
+      {WeightType::BF16, 1, 7, 2816, true},    {WeightType::F32, 1, 2048, 512, false},
+      {WeightType::BF16, 1, 256, 64, false}};
+  std::vector<Weight> weights;
+  std::vector<std::vector<float>> xs, ys;
+  std::vector<MatmulJob> jobs;
+  for (const JobCase& c : cases) {
+    weights.push_back(random_weight(c.type, c.n, c.k, static_cast<uint32_t>(weights.size() + 30)));
+    if (c.packed) prepare(weights.back());
+    const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 7);
+    xs.push_back(c.type == WeightType::BF16 ? round_to_bf16(x) : x);
+    ys.emplace_back(static_cast<size_t>(c.m * c.n), NAN);
+  }
+  for (size_t j = 0; j < weights.size(); ++j) {
+    jobs.push_back({xs[j].data(), cases[j].m, &weights[j], ys[j].data()});
+  }
+  matmul_batch(jobs);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    SCOPED_TRACE(testing::Message() << "job " << j);
+    const std::vector<float> expected = run_ref_matmul(xs[j], cases[j].m, weights[j]);
+    expect_not_all_zero(expected);
+    EXPECT_LE(relative_error(ys[j], expected, 1.0), kF32Tolerance);
+  }
+}
+
 TEST(Matmul, ZeroColumnsGiveZeros) {
   const Weight w(WeightType::F32, 3, 0);
   const std::vector<float> y = run_matmul({}, 2, w);

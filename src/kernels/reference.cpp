@@ -18,6 +18,10 @@ void matmul(const float* x, int64_t m, const Weight& w, float* y) {
   }
 }
 
+void matmul_batch(std::span<const MatmulJob> jobs) {
+  for (const MatmulJob& job : jobs) ref::matmul(job.x, job.m, *job.w, job.y);
+}
+
 void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * dim;
@@ -76,11 +80,13 @@ void mask_to_best_groups(std::vector<float>& choice, const RouterSpec& spec, Gro
   const int per_group = spec.n_experts / spec.n_group;
   std::vector<float> group_scores(static_cast<size_t>(spec.n_group));
   for (int g = 0; g < spec.n_group; ++g) {
-    std::vector<float> members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+    std::vector<float> members(choice.begin() + g * per_group,
+                               choice.begin() + (g + 1) * per_group);
     group_scores[static_cast<size_t>(g)] = score(members);
   }
   std::vector<bool> keep(static_cast<size_t>(spec.n_group), false);
-  for (int32_t g : top_k_indices(group_scores, spec.topk_group)) keep[static_cast<size_t>(g)] = true;
+  for (int32_t g : top_k_indices(group_scores, spec.topk_group))
+    keep[static_cast<size_t>(g)] = true;
   for (int e = 0; e < spec.n_experts; ++e) {
     if (!keep[static_cast<size_t>(e / per_group)]) {
       choice[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
@@ -100,7 +106,8 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
 
   std::vector<float> choice = scores;
   if (spec.method == RouterTopk::NoauxTc) {
-    for (int e = 0; e < spec.n_experts; ++e) choice[static_cast<size_t>(e)] += spec.correction_bias[e];
+    for (int e = 0; e < spec.n_experts; ++e)
+      choice[static_cast<size_t>(e)] += spec.correction_bias[e];
     mask_to_best_groups(choice, spec, [](std::vector<float> m) {  // sum of the top 2
       std::partial_sort(m.begin(), m.begin() + 2, m.end(), std::greater<float>());
       return m[0] + m[1];
@@ -119,7 +126,8 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
     sum += weights[i];
   }
   // V3 (noaux_tc): normalise if asked, then always scale. V2: normalise or scale, not both.
-  const bool normalise = spec.norm_topk_prob && (spec.method == RouterTopk::NoauxTc || spec.top_k > 1);
+  const bool normalise =
+      spec.norm_topk_prob && (spec.method == RouterTopk::NoauxTc || spec.top_k > 1);
   const bool scale = spec.method == RouterTopk::NoauxTc || !normalise;
   for (int i = 0; i < spec.top_k; ++i) {
     if (normalise) weights[i] /= sum + 1e-20f;

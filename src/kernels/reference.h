@@ -7,6 +7,7 @@
 namespace mlaserve::kernels::ref {
 
 void matmul(const float* x, int64_t m, const Weight& w, float* y);
+void matmul_batch(std::span<const MatmulJob> jobs);
 void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y);
 void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 void softmax(float* x, int64_t n);

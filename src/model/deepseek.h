@@ -18,14 +18,16 @@
 namespace mlaserve::model {
 
 struct AttentionWeights {
-  kernels::Weight qkv_a;            // [q_lora + kv_lora + rope, H] fused q_a_proj + kv_a_proj_with_mqa
-  std::vector<float> q_a_norm;      // [q_lora]
-  kernels::Weight q_b;              // [heads_local * qk_head, q_lora] (q_proj: [.., H] without q LoRA)
-  std::vector<float> kv_a_norm;     // [kv_lora]
-  kernels::Weight kv_b;             // [heads_local * (nope + v), kv_lora]   normal (prefill) path
-  std::vector<kernels::Weight> uk;  // per local head [kv_lora, nope]: q_nope -> latent space (absorbed path)
-  std::vector<kernels::Weight> uv;  // per local head [v, kv_lora]: latent -> value space (absorbed path)
-  kernels::Weight o;                // [H, heads_local * v]
+  kernels::Weight qkv_a;         // [q_lora + kv_lora + rope, H] fused q_a_proj + kv_a_proj_with_mqa
+  std::vector<float> q_a_norm;   // [q_lora]
+  kernels::Weight q_b;           // [heads_local * qk_head, q_lora] (q_proj: [.., H] without q LoRA)
+  std::vector<float> kv_a_norm;  // [kv_lora]
+  kernels::Weight kv_b;          // [heads_local * (nope + v), kv_lora]   normal (prefill) path
+  std::vector<kernels::Weight>
+      uk;  // per local head [kv_lora, nope]: q_nope -> latent space (absorbed path)
+  std::vector<kernels::Weight>
+      uv;             // per local head [v, kv_lora]: latent -> value space (absorbed path)
+  kernels::Weight o;  // [H, heads_local * v]
 };
 
 struct MlpWeights {
@@ -34,11 +36,11 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  kernels::Weight router;               // [E, H], float32 always (selection is sensitive)
-  std::vector<float> correction_bias;   // [E], noaux_tc only
-  int64_t first_local_expert = 0;       // EP-MoE: experts [first, first + experts.size())
-  std::vector<MlpWeights> experts;      // this rank's experts (all of them, sliced, under TP-MoE)
-  std::optional<MlpWeights> shared;     // n_shared_experts fused into one MLP
+  kernels::Weight router;              // [E, H], float32 always (selection is sensitive)
+  std::vector<float> correction_bias;  // [E], noaux_tc only
+  int64_t first_local_expert = 0;      // EP-MoE: experts [first, first + experts.size())
+  std::vector<MlpWeights> experts;     // this rank's experts (all of them, sliced, under TP-MoE)
+  std::optional<MlpWeights> shared;    // n_shared_experts fused into one MLP
 };
 
 struct LayerWeights {
@@ -57,10 +59,26 @@ struct SequenceStep {
 };
 
 struct StepInput {
-  std::vector<int32_t> tokens;      // [T] new tokens of all sequences, concatenated
-  std::vector<int32_t> positions;   // [T]
+  std::vector<int32_t> tokens;     // [T] new tokens of all sequences, concatenated
+  std::vector<int32_t> positions;  // [T]
   std::vector<SequenceStep> seqs;
   std::vector<int64_t> logit_rows;  // rows of [T] whose logits are wanted
+};
+
+// Buffers of the forward step, kept from step to step: allocating them per step cost a page
+// fault per 4 KB touched, a memset and an munmap per buffer (a fifth of a 512-token prefill's
+// CPU time). Each is used as scratch by one function only.
+struct StepBuffers {
+  std::vector<float> x, h, attn_out, ffn_in, ffn_h, ffn_out;      // forward
+  std::vector<float> qkv_a, token_shard, q, q_latent, latent, o;  // attention
+  std::vector<float> c_kv, kv_b, k, v;                            // attend_normal
+  std::vector<float> q_absorbed, head_in, head_out, o_latent;     // attend_absorbed
+  std::vector<float> gate_up, act;                                // mlp, moe
+  std::vector<float> router_logits, gates, expert_x, expert_y;    // moe
+  std::vector<float> logits_h, logits_shard;                      // logits
+  std::vector<int32_t> expert_ids;                                // moe
+  std::vector<int64_t> picks, expert_begin, expert_fill;          // moe
+  std::vector<kernels::MatmulJob> jobs;
 };
 
 // FLOPs this rank spent per layer kind (2 per multiply-add), for tests and benchmarks.
@@ -86,16 +104,18 @@ class DeepseekModel {
  private:
   void load(const std::filesystem::path& dir, kernels::WeightType type);
   void embed(const std::vector<int32_t>& tokens, float* x, StepComm& comm) const;
-  void attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv, StepComm& comm,
-                 float* out);
-  void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q, const float* latent,
-                     float* o);
+  void attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv,
+                 StepComm& comm, float* out);
+  void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q,
+                     const float* latent, float* o);
   void attend_absorbed(const AttentionWeights& w, const SequenceStep& seq, const float* q,
                        const float* kv_layer, float* o);
   void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
   void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
   std::vector<float> logits(const float* x, const std::vector<int64_t>& rows, StepComm& comm);
   void linear(FlopKind kind, const float* x, int64_t m, const kernels::Weight& w, float* y);
+  void linear_batch(FlopKind kind, std::span<const kernels::MatmulJob> jobs);
+  void count_flops(FlopKind kind, int64_t m, const kernels::Weight& w);
 
   ModelConfig cfg_;
   RankLayout layout_;
@@ -107,6 +127,7 @@ class DeepseekModel {
   kernels::Weight lm_head_;        // [vocab_local, H]
   size_t resident_bytes_ = 0;
   std::array<double, static_cast<size_t>(FlopKind::Count)> flops_{};
+  StepBuffers buf_;
 };
 
 }  // namespace mlaserve::model
