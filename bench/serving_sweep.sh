@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Serving throughput sweep (issue 5): starts `mlaserve serve` with the given flags on a loopback
-# port, runs `bench-serving` at each concurrency, prints each table and the engine's scheduling
-# share, and stops the server.
+# port, runs `bench-serving` at each concurrency, prints each table and rank 0's scheduling time
+# against the busy step time, and stops the server.
 #
 #   bench/serving_sweep.sh BIN MODEL TOKENIZER "SERVE FLAGS" "CONCURRENCIES" PROMPTS INPUT_LEN OUTPUT_LEN
-#   bench/serving_sweep.sh build/src/tools/mlaserve /tmp/bench-500m models/brown-tiny "--tp 2" "8 32" 32 256 64
-# (the bench model has no tokenizer; brown-tiny's ids all fall inside its vocabulary)
+#   bench/serving_sweep.sh build/src/tools/mlaserve /tmp/bench-500m /tmp/bench-tok "--tp 2" "8 32" 32 256 64
+# (the bench model has no tokenizer: bench/pad_tokenizer.py makes one from brown-tiny's)
 set -euo pipefail
 bin=$1 model=$2 tokenizer=$3 flags=$4 concurrencies=$5 prompts=$6 input_len=$7 output_len=$8
 port=${PORT:-30123}
@@ -20,12 +20,14 @@ for _ in $(seq 600); do
   sleep 0.5
 done
 echo "== serve $flags (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+report='import json, sys
+e = json.load(sys.stdin)["engine"]
+print("   scheduling %.3f s of %.1f s busy, %d steps" % (e["schedule_seconds_total"], e["step_seconds_total"], e["steps"]))'
 for c in $concurrencies; do
   "$bin" bench-serving --base-url "http://127.0.0.1:$port" --backend mlaserve --tokenizer "$tokenizer" \
     --dataset random --num-prompts "$prompts" --random-input-len "$input_len" \
     --random-output-len "$output_len" --random-range-ratio 1 --request-rate inf \
     --max-concurrency "$c" --seed 1 --output-file /dev/null 2>/dev/null |
-    sed -n '/Serving Benchmark Result/,/^=*$/p' | grep -E "concurrency|duration|Output token|Total token|Median TTFT|Median ITL|Median TPOT"
-  curl -s "127.0.0.1:$port/get_server_info" |
-    python3 -c 'import json,sys; e=json.load(sys.stdin)["engine"]; print(f"   scheduling {e["schedule_seconds_total"]:.3f} s of {e["step_seconds_total"]:.1f} s busy, {e["steps"]} steps")'
+    sed -n '/Serving Benchmark Result/,/^=*$/p' | grep -vE "^=|^-|Backend|Traffic|retokenized"
+  curl -s "127.0.0.1:$port/get_server_info" | python3 -c "$report"
 done
