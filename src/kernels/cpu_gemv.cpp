@@ -19,7 +19,11 @@ namespace {
 constexpr int kTileRows = 8;
 constexpr int kTileM = 3;                      // larger m loops over groups of kTileM x rows
 constexpr int64_t kMinParallelWork = 1 << 16;  // elements below which one thread is faster
-constexpr int64_t kMinParallelBytes = 2 * kMinParallelWork;  // the same for weight bytes
+// Weight bytes of a gemv_batch below which one thread is faster: while the pool's threads spin
+// (back-to-back decode ops) a parallel pass costs about a microsecond; after oneDNN ran they
+// sleep, and waking one (~50 µs) only pays for weights that take longer than that to stream.
+constexpr int64_t kMinParallelBytesAwake = 2 * kMinParallelWork;
+constexpr int64_t kMinParallelBytesAsleep = 2 << 20;
 
 // ---- F32 weights ------------------------------------------------------------------------
 
@@ -243,7 +247,9 @@ void gemv_batch(std::span<const GemvJob> jobs) {
   // its own share once whatever the mix of sizes.
   const bf16* xb = rounded.data();
   const int64_t* x_offsets = offsets.data();
-  on_threads(total_bytes >= kMinParallelBytes, [&](int thread, int threads) {
+  const bool parallel =
+      total_bytes >= (parallel_threads_awake() ? kMinParallelBytesAwake : kMinParallelBytesAsleep);
+  on_threads(parallel, [&](int thread, int threads) {
     const int64_t begin = total_bytes * thread / threads,
                   end = total_bytes * (thread + 1) / threads;
     int64_t start = 0;

@@ -12,20 +12,18 @@
 namespace mlaserve::kernels {
 namespace {
 
-// Largest m that goes to the GEMV kernels. Measured with ops_bench BM_CutOver (2 threads,
-// weights from DRAM, V3 and bench-model expert shapes): up to m = 3 the GEMV streams W as fast
-// as oneDNN on packed weights or faster (BF16 m = 1: 52 vs 42 GB/s), from m = 4 oneDNN's
-// packed layout wins (x is broadcast from L1 there, while the GEMV re-reads x rows from L2).
-// Against oneDNN on row-major (unpacked) weights the GEMV stays ahead up to m = 8
-// (machine.md §6: plain-layout oneDNN is ~2× slower than packed at small m).
-constexpr int64_t kMaxGemvRowsPacked = 3;
-constexpr int64_t kMaxGemvRowsUnpacked = 8;
+// Largest m that goes to the GEMV kernels. On one large weight oneDNN's packed layout streams W
+// a little faster from m = 4 (ops_bench BM_CutOver, 2048×7168: GEMV 13.9 vs 16.2 GB/s per core
+// at m = 4), but each oneDNN call starts its OpenMP team (~20-50 µs on this VM) and runs one
+// weight at a time: at decode batch 32 a layer's 32 experts see ~6 rows each, and 448 such
+// calls per step took 64 ms where one GEMV pass over all experts streams them at the memory
+// rate. Beyond 8 rows the GEMV's FLOP rate falls behind oneDNN's.
+constexpr int64_t kMaxGemvRows = 8;
 
 bool use_gemv(const MatmulJob& job) {
   const Weight& w = *job.w;
   const bool supported = w.type() == WeightType::F32 ? cpu_has_avx512() : cpu_has_avx512_bf16();
-  return supported && w.cols() > 0 &&
-         job.m <= (w.packed ? kMaxGemvRowsPacked : kMaxGemvRowsUnpacked);
+  return supported && w.cols() > 0 && job.m <= kMaxGemvRows;
 }
 
 GemvJob gemv_job(const MatmulJob& job) {

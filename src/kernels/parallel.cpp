@@ -63,6 +63,10 @@ class ThreadPool {
 
   void park() { park_.store(true, std::memory_order_relaxed); }
 
+  bool awake() const {
+    return !park_.load(std::memory_order_relaxed) && sleepers_.load(std::memory_order_relaxed) == 0;
+  }
+
  private:
   struct Job {
     void (*task)(void*, int, int);
@@ -140,6 +144,10 @@ void run_on_threads(int threads, void (*task)(void*, int, int), void* context) {
 
 void park_threads() {
   pool().park();
+}
+
+bool parallel_threads_awake() {
+  return pool().awake();
 }
 
 }  // namespace mlaserve::kernels

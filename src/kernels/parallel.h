@@ -20,6 +20,11 @@ int parallel_threads();
 // inside a task, or from a second thread) every call runs in turn on the calling thread.
 void run_on_threads(int threads, void (*task)(void*, int, int), void* context);
 
+// Whether the pool's threads are spinning, i.e. a parallel loop now starts in about a
+// microsecond; a sleeping thread takes tens of microseconds to wake on this VM, which only
+// pays for larger work. A hint: the answer may change at any moment.
+bool parallel_threads_awake();
+
 // Sends the pool's spinning threads to sleep now: called before oneDNN's OpenMP team takes the
 // cores, whose threads would otherwise share them with spinners.
 void park_threads();
