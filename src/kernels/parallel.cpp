@@ -17,9 +17,10 @@
 namespace mlaserve::kernels {
 namespace {
 
-// Long enough to bridge the gaps between the ops of a step and between decode steps
-// (sampling, scheduling: tens of µs), short enough that an idle server stops spinning at once.
-constexpr auto kSpin = std::chrono::microseconds(500);
+// Long enough to bridge the gaps between the ops of a step and, usually, between decode steps
+// (logits, sampling, scheduling), so that a step's first GEMV does not wait for a wake-up;
+// short enough that an idle server stops spinning at once.
+constexpr auto kSpin = std::chrono::microseconds(2000);
 
 // One step of a spin-wait: pauses first; from the 64th step on, yields the core, because on a
 // shared machine the thread being waited for may need this very core to make progress.
