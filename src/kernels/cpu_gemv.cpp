@@ -216,7 +216,10 @@ int64_t row_at(const GemvJob& job, int64_t start, int64_t pos) {
 }  // namespace
 
 void round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t out_stride, bf16* out) {
-  for_ranges(rows, rows * cols >= kMinParallelWork, [&](int64_t first, int64_t last) {
+  // Called before each oneDNN GEMM, when the pool's threads are parked: waking one (~50 µs)
+  // costs more than rounding a few hundred thousand values alone.
+  const int64_t min_parallel = parallel_threads_awake() ? kMinParallelWork : 16 * kMinParallelWork;
+  for_ranges(rows, rows * cols >= min_parallel, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r)
       round_row_to_bf16(x + r * cols, cols, out_stride, out + r * out_stride);
   });
