@@ -10,7 +10,8 @@ namespace mlaserve::cache {
 namespace {
 
 void check_capacity(int64_t capacity) {
-  if (capacity <= 0 || capacity > INT32_MAX) fail("KV pool capacity {} tokens is out of range", capacity);
+  if (capacity <= 0 || capacity > INT32_MAX)
+    fail("KV pool capacity {} tokens is out of range", capacity);
 }
 
 }  // namespace
@@ -18,7 +19,11 @@ void check_capacity(int64_t capacity) {
 LatentKvPool::LatentKvPool(int64_t n_layers, int64_t row_dim, int64_t capacity_tokens)
     : n_layers_(n_layers), row_dim_(row_dim), capacity_(capacity_tokens) {
   check_capacity(capacity_tokens);
-  data_.resize(static_cast<size_t>(n_layers_ * capacity_ * row_dim_));
+  const size_t bytes = static_cast<size_t>(n_layers_ * capacity_ * row_dim_) * sizeof(float);
+  constexpr size_t kAlign = 64;
+  data_.reset(
+      static_cast<float*>(std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign)));
+  if (!data_) fail("cannot allocate a KV pool of {} MiB ({} tokens)", bytes >> 20, capacity_tokens);
 }
 
 SlotAllocator::SlotAllocator(int64_t capacity_tokens) : capacity_(capacity_tokens) {
@@ -28,7 +33,8 @@ SlotAllocator::SlotAllocator(int64_t capacity_tokens) : capacity_(capacity_token
 }
 
 std::vector<int32_t> SlotAllocator::allocate(int64_t n) {
-  if (n > free_slots()) fail("KV cache full: need {} token slots, {} free of {}", n, free_slots(), capacity_);
+  if (n > free_slots())
+    fail("KV cache full: need {} token slots, {} free of {}", n, free_slots(), capacity_);
   std::vector<int32_t> slots(free_.end() - n, free_.end());
   std::reverse(slots.begin(), slots.end());
   free_.resize(free_.size() - static_cast<size_t>(n));

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -20,14 +22,20 @@ class LatentKvPool {
     return n_layers * row_dim * static_cast<int64_t>(sizeof(float));
   }
 
-  float* layer(int64_t l) { return data_.data() + l * capacity_ * row_dim_; }
-  const float* layer(int64_t l) const { return data_.data() + l * capacity_ * row_dim_; }
+  float* layer(int64_t l) { return data_.get() + l * capacity_ * row_dim_; }
+  const float* layer(int64_t l) const { return data_.get() + l * capacity_ * row_dim_; }
   int64_t row_dim() const { return row_dim_; }
   int64_t capacity() const { return capacity_; }
 
  private:
   int64_t n_layers_, row_dim_, capacity_;
-  std::vector<float> data_;  // [n_layers, capacity, row_dim]
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  // [n_layers, capacity, row_dim], 64-byte aligned so rows of 288 or 576 floats start on cache
+  // lines (a vector's 16-byte alignment cost attention ~25 %). Not zeroed: a slot is always
+  // written before any step reads it, and untouched pages cost no memory.
+  std::unique_ptr<float[], Free> data_;
 };
 
 class SlotAllocator {

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -17,24 +17,54 @@ namespace mlaserve::engine {
 
 namespace {
 
-bool started_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE"); }
+bool started_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE");
+}
+
+}  // namespace
+
+namespace {
+
+// OpenMP reads OMP_WAIT_POLICY when the library loads, so a single rank that wants passive
+// waiting (oneDNN's OpenMP threads must not spin against the kernels' own pool) re-executes
+// itself once with it set; a policy the user set is kept.
+void reexec_with_passive_openmp(const std::vector<std::string>& args) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || args.empty()) return;
+  setenv("OMP_WAIT_POLICY", "passive", 0);
+  std::vector<std::string> argv = args;
+  std::vector<char*> c_argv;
+  for (auto& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  std::fflush(nullptr);
+  execv("/proc/self/exe", c_argv.data());  // on failure, run on with OpenMP's default policy
+}
 
 }  // namespace
 
 void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& args) {
-  if (ranks <= 1 || started_by_mpirun()) return;
+  if (started_by_mpirun()) return;
+  if (ranks <= 1) return reexec_with_passive_openmp(args);
   // Root is refused by Open MPI unless both variables are set; oversubscription and yielding
   // keep more ranks than cores usable (busy-polling oversubscribed ranks is 1000x slower).
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   setenv("OMP_WAIT_POLICY", "passive", 0);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  setenv("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks))).c_str(), 0);
+  setenv("OMP_NUM_THREADS",
+         std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks))).c_str(), 0);
 
-  std::vector<std::string> argv = {"mpirun",      "-np",           std::to_string(ranks),
-                                   "--oversubscribe", "--bind-to", "none",
-                                   "--mca",       "mpi_yield_when_idle", "1",
-                                   "--mca",       "btl",           "self,vader",
+  std::vector<std::string> argv = {"mpirun",
+                                   "-np",
+                                   std::to_string(ranks),
+                                   "--oversubscribe",
+                                   "--bind-to",
+                                   "none",
+                                   "--mca",
+                                   "mpi_yield_when_idle",
+                                   "1",
+                                   "--mca",
+                                   "btl",
+                                   "self,vader",
                                    std::filesystem::read_symlink("/proc/self/exe").string()};
   argv.insert(argv.end(), args.begin() + 1, args.end());
   std::vector<char*> c_argv;
@@ -42,7 +72,8 @@ void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& 
   c_argv.push_back(nullptr);
   std::fflush(nullptr);
   execvp("mpirun", c_argv.data());
-  fail("cannot start mpirun for {} ranks: {} (is openmpi-bin installed?)", ranks, std::strerror(errno));
+  fail("cannot start mpirun for {} ranks: {} (is openmpi-bin installed?)", ranks,
+       std::strerror(errno));
 }
 
 namespace {
@@ -50,7 +81,9 @@ bool g_mpi_active = false;
 std::vector<std::string> g_command_line;
 }  // namespace
 
-void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
+void set_command_line(int argc, char** argv) {
+  g_command_line.assign(argv, argv + argc);
+}
 
 void run_ranks(int ranks, const std::function<void(const MpiSession&)>& body) {
   relaunch_under_mpirun_if_needed(ranks, g_command_line);
@@ -77,7 +110,9 @@ MpiSession::~MpiSession() {
   MPI_Finalize();
 }
 
-bool mpi_active() { return g_mpi_active; }
+bool mpi_active() {
+  return g_mpi_active;
+}
 
 void abort_job(const std::string& message, int exit_code) {
   int rank = 0, size = 1;

@@ -9,8 +9,9 @@
 
 namespace mlaserve::engine {
 
-// Re-execs this process under mpirun when `ranks` > 1 and we were not started by mpirun.
-// Returns (without re-exec) when already inside an MPI job or when ranks == 1.
+// Re-execs this process under mpirun when `ranks` > 1 and we were not started by mpirun. A single
+// rank re-execs itself once with OMP_WAIT_POLICY=passive unless the variable is set. Returns
+// (without re-exec) when already inside an MPI job or when no re-exec is needed.
 void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& args);
 
 // MPI for the lifetime of the object (MPI_THREAD_FUNNELED: only the main thread calls MPI).
