@@ -94,8 +94,9 @@ TEST(Batching, RetractionKeepsOutputsWithDpAttention) {
 }
 
 // Two requests share a 200-token prefix: the second reuses it (cached_tokens) and both give the
-// tokens a server without the cache gives.
-TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
+// tokens (and logprobs) a server without the cache gives. Under DP attention the cache-aware
+// balancer sends the second request to the group that holds the prefix.
+void expect_shared_prefix_reused(const std::string& flags) {
   std::vector<int> prefix = mixed_jobs(10)[9].prompt;  // BOS + 110 tokens
   while (prefix.size() < 200) prefix.push_back(static_cast<int>(300 + prefix.size() * 13 % 3000));
   std::vector<int> first = prefix, second = prefix;
@@ -105,11 +106,11 @@ TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
   }
   std::vector<json> cached, uncached;
   {
-    ServerProcess server("");
+    ServerProcess server(flags);
     cached = {server.generate_json(first, 16), server.generate_json(second, 16)};
   }
   {
-    ServerProcess server("--disable-radix-cache");
+    ServerProcess server(flags + " --disable-radix-cache");
     uncached = {server.generate_json(first, 16), server.generate_json(second, 16)};
   }
   EXPECT_EQ(cached[0]["meta_info"]["cached_tokens"], 0);
@@ -125,6 +126,14 @@ TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
     for (size_t t = 0; t < 16; ++t)
       EXPECT_NEAR(a[t][0].get<double>(), b[t][0].get<double>(), 1e-4) << i << "," << t;
   }
+}
+
+TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
+  expect_shared_prefix_reused("");
+}
+TEST(Batching, SharedPrefixFindsItsGroupUnderDpAttention) {
+  expect_shared_prefix_reused(
+      "--tp 2 --dp 2 --enable-dp-attention --load-balance-method cache_aware");
 }
 
 // A request the KV pool can never hold is refused with a 400 naming the limit, and the server

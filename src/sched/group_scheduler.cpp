@@ -65,6 +65,11 @@ int64_t GroupScheduler::outstanding_tokens() const {
   return n;
 }
 
+int64_t GroupScheduler::cached_prefix_length(const ActiveRequest& r) {
+  if (!limits_.radix_cache || r.fill_len() < 1) return 0;
+  return static_cast<int64_t>(cache_.match_prefix(r.fill_tokens(0, r.fill_len() - 1)).slots.size());
+}
+
 // Slots r is expected to need for the rest of its generation (the epsilon keeps 0.7 * 10 at 7).
 int64_t GroupScheduler::expected_new_tokens(const ActiveRequest& r) const {
   return static_cast<int64_t>(

@@ -51,6 +51,8 @@ class GroupScheduler {
   int64_t cached_tokens() const { return cache_.cached_tokens(); }
   int64_t retractions() const { return retractions_; }
   int64_t outstanding_tokens() const;
+  // Prompt tokens of r this group's radix cache holds (0 with the cache off).
+  int64_t cached_prefix_length(const ActiveRequest& r);
   bool fits_ever(const ActiveRequest& r) const { return r.kv_tokens_needed() <= slots_.capacity(); }
 
  private:

@@ -231,15 +231,39 @@ TEST(GroupScheduler, LongestPrefixMatchPolicyAdmitsCachedPrefixesFirst) {
 }
 
 TEST(LoadBalancer, RoundRobinAndMinimumTokens) {
+  const std::vector<LoadBalancer::GroupLoad> load = {{5, 0}, {0, 9}, {0, 0}};
   LoadBalancer rr(LoadBalanceMethod::RoundRobin);
-  EXPECT_EQ(rr.choose({5, 0, 0}), 0);
-  EXPECT_EQ(rr.choose({5, 0, 0}), 1);
-  EXPECT_EQ(rr.choose({5, 0, 0}), 2);
-  EXPECT_EQ(rr.choose({5, 0, 0}), 0);
+  EXPECT_EQ(rr.choose(load, 10), 0);
+  EXPECT_EQ(rr.choose(load, 10), 1);
+  EXPECT_EQ(rr.choose(load, 10), 2);
+  EXPECT_EQ(rr.choose(load, 10), 0);
   LoadBalancer min(LoadBalanceMethod::MinimumTokens);
-  EXPECT_EQ(min.choose({5, 3, 9}), 1);
-  EXPECT_EQ(min.choose({2, 2, 9}), 0);
+  EXPECT_EQ(min.choose({{5, 0}, {3, 0}, {9, 0}}, 10), 1);
+  EXPECT_EQ(min.choose({{2, 0}, {2, 0}, {9, 9}}, 10), 0);
+  EXPECT_FALSE(min.needs_cached_prefix());
   EXPECT_THROW(parse_load_balance_method("shortest_queue"), std::exception);
+}
+
+// The group holding at least half of the prompt wins even when busier; below half, the fewest
+// outstanding tokens; equal prefixes go to the less loaded group.
+TEST(LoadBalancer, CacheAwarePrefersTheGroupHoldingThePrefix) {
+  LoadBalancer cache_aware(parse_load_balance_method("cache_aware"));
+  EXPECT_TRUE(cache_aware.needs_cached_prefix());
+  EXPECT_EQ(cache_aware.choose({{1, 0}, {50, 6}, {9, 2}}, 12), 1);
+  EXPECT_EQ(cache_aware.choose({{1, 0}, {50, 5}, {9, 2}}, 12), 0);
+  EXPECT_EQ(cache_aware.choose({{40, 8}, {30, 8}, {50, 0}}, 10), 1);
+  EXPECT_EQ(cache_aware.choose({{4, 0}, {3, 0}}, 10), 1);
+}
+
+// Through the scheduler: a finished prompt's group is where the next request with it goes.
+TEST(LoadBalancer, CachedPrefixLengthComesFromTheGroupsRadixCache) {
+  GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8});
+  s.enqueue(request_for(1, {1, 2, 3, 4, 5}, 2));
+  step(s);
+  s.remove(1);
+  EXPECT_EQ(s.cached_prefix_length(*request_for(2, {1, 2, 3, 9}, 2)), 3);
+  EXPECT_EQ(s.cached_prefix_length(*request_for(3, {1, 2, 3, 4, 5, 6}, 2)), 5);
+  EXPECT_EQ(s.cached_prefix_length(*request_for(4, {7}, 2)), 0);
 }
 
 }  // namespace

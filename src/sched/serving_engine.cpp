@@ -114,9 +114,12 @@ void ServingEngine::take_inbox() {
                       r->prompt_len(), r->request.max_new_tokens, options_.context_length));
       continue;
     }
-    std::vector<int64_t> load;
-    for (const auto& g : groups_) load.push_back(g.outstanding_tokens());
-    r->group = balancer_.choose(load);
+    std::vector<LoadBalancer::GroupLoad> load;
+    for (auto& g : groups_) {
+      load.push_back({g.outstanding_tokens(),
+                      balancer_.needs_cached_prefix() ? g.cached_prefix_length(*r) : 0});
+    }
+    r->group = balancer_.choose(load, r->prompt_len());
     if (!groups_[static_cast<size_t>(r->group)].fits_ever(*r)) {
       finish(
           *r, FinishReason::Rejected,

@@ -174,9 +174,11 @@ void add_serve(CLI::App& app) {
   cmd->add_flag("--disable-radix-cache", o->disable_radix_cache,
                 "Do not reuse the KV of shared prompt prefixes across requests");
   cmd->add_option("--load-balance-method", o->load_balance,
-                  "How new requests pick a DP group: round_robin or minimum_tokens (fewest "
-                  "outstanding tokens)")
-      ->check(CLI::IsMember({"round_robin", "minimum_tokens"}))
+                  "How new requests pick a DP group: round_robin, minimum_tokens (fewest "
+                  "outstanding tokens) "
+                  "or cache_aware (the group whose radix cache holds half the prompt or more, else "
+                  "minimum_tokens)")
+      ->check(CLI::IsMember({"round_robin", "minimum_tokens", "cache_aware"}))
       ->capture_default_str();
   cmd->callback([o] {
     engine::run_ranks(o->parallel.layout.world_size(),
