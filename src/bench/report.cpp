@@ -61,19 +61,18 @@ void write_totals(TableWriter& t, const BenchOptions& o, const BenchmarkMetrics&
   t.line("Concurrency:", m.concurrency);
 }
 
+void write_mean_median_p99(TableWriter& t, std::string_view title, std::string_view name,
+                           const Distribution& d) {
+  t.title(title, '-');
+  t.line(fmt::format("Mean {} (ms):", name), d.mean);
+  t.line(fmt::format("Median {} (ms):", name), d.median);
+  t.line(fmt::format("P99 {} (ms):", name), d.p99);
+}
+
 void write_latencies(TableWriter& t, const BenchmarkMetrics& m) {
-  t.title("End-to-End Latency", '-');
-  t.line("Mean E2E Latency (ms):", m.e2e_ms.mean);
-  t.line("Median E2E Latency (ms):", m.e2e_ms.median);
-  t.line("P99 E2E Latency (ms):", m.e2e_ms.p99);
-  t.title("Time to First Token", '-');
-  t.line("Mean TTFT (ms):", m.ttft_ms.mean);
-  t.line("Median TTFT (ms):", m.ttft_ms.median);
-  t.line("P99 TTFT (ms):", m.ttft_ms.p99);
-  t.title("Time per Output Token (excl. 1st token)", '-');
-  t.line("Mean TPOT (ms):", m.tpot_ms.mean);
-  t.line("Median TPOT (ms):", m.tpot_ms.median);
-  t.line("P99 TPOT (ms):", m.tpot_ms.p99);
+  write_mean_median_p99(t, "End-to-End Latency", "E2E Latency", m.e2e_ms);
+  write_mean_median_p99(t, "Time to First Token", "TTFT", m.ttft_ms);
+  write_mean_median_p99(t, "Time per Output Token (excl. 1st token)", "TPOT", m.tpot_ms);
   t.title("Inter-Token Latency", '-');
   t.line("Mean ITL (ms):", m.itl_ms.mean);
   t.line("Median ITL (ms):", m.itl_ms.median);

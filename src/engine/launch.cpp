@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 
@@ -21,9 +22,15 @@ bool started_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE");
 }
 
-}  // namespace
-
-namespace {
+// Replaces this process with `file` (searched in PATH unless it holds a '/') run on `argv`;
+// returns only when that fails.
+void exec_replacing_this_process(const std::string& file, std::vector<std::string> argv) {
+  std::vector<char*> c_argv;
+  for (auto& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  std::fflush(nullptr);
+  execvp(file.c_str(), c_argv.data());
+}
 
 // OpenMP reads OMP_WAIT_POLICY when the library loads, so a single rank that wants passive
 // waiting (oneDNN's OpenMP threads must not spin against the kernels' own pool) re-executes
@@ -31,12 +38,8 @@ namespace {
 void reexec_with_passive_openmp(const std::vector<std::string>& args) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || args.empty()) return;
   setenv("OMP_WAIT_POLICY", "passive", 0);
-  std::vector<std::string> argv = args;
-  std::vector<char*> c_argv;
-  for (auto& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  std::fflush(nullptr);
-  execv("/proc/self/exe", c_argv.data());  // on failure, run on with OpenMP's default policy
+  exec_replacing_this_process("/proc/self/exe",
+                              args);  // on failure, run on with the default policy
 }
 
 }  // namespace
@@ -67,11 +70,7 @@ void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& 
                                    "self,vader",
                                    std::filesystem::read_symlink("/proc/self/exe").string()};
   argv.insert(argv.end(), args.begin() + 1, args.end());
-  std::vector<char*> c_argv;
-  for (auto& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  std::fflush(nullptr);
-  execvp("mpirun", c_argv.data());
+  exec_replacing_this_process("mpirun", std::move(argv));
   fail("cannot start mpirun for {} ranks: {} (is openmpi-bin installed?)", ranks,
        std::strerror(errno));
 }

@@ -16,7 +16,6 @@ struct ActiveRequest {
   EventSink sink;
   int group = 0;
   std::vector<int32_t> generated;
-  bool aborted = false;
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 
   // KV while admitted. The fill sequence is the prompt followed by the generated tokens; slots[i]

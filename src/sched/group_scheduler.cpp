@@ -65,9 +65,15 @@ int64_t GroupScheduler::outstanding_tokens() const {
   return n;
 }
 
+// The longest cached prefix of a request that is not admitted (its prefill is all it has); never
+// the whole sequence, so at least one token runs for the logits.
+cache::RadixCache::Match GroupScheduler::match_cached_prefix(const ActiveRequest& r) {
+  if (!limits_.radix_cache || r.fill_len() < 1) return {};
+  return cache_.match_prefix(r.fill_tokens(0, r.fill_len() - 1));
+}
+
 int64_t GroupScheduler::cached_prefix_length(const ActiveRequest& r) {
-  if (!limits_.radix_cache || r.fill_len() < 1) return 0;
-  return static_cast<int64_t>(cache_.match_prefix(r.fill_tokens(0, r.fill_len() - 1)).slots.size());
+  return static_cast<int64_t>(match_cached_prefix(r).slots.size());
 }
 
 // Slots r is expected to need for the rest of its generation (the epsilon keeps 0.7 * 10 at 7).
@@ -96,9 +102,8 @@ void GroupScheduler::order_waiting() {
       waiting_.size() > kMaxLpmQueue) {
     return;
   }
-  std::vector<std::pair<size_t, std::shared_ptr<ActiveRequest>>> keyed;
-  for (auto& r : waiting_)
-    keyed.emplace_back(cache_.match_prefix(r->fill_tokens(0, r->prefill_len - 1)).slots.size(), r);
+  std::vector<std::pair<int64_t, std::shared_ptr<ActiveRequest>>> keyed;
+  for (auto& r : waiting_) keyed.emplace_back(cached_prefix_length(*r), r);
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t i = 0; i < keyed.size(); ++i) waiting_[i] = std::move(keyed[i].second);
@@ -108,8 +113,7 @@ void GroupScheduler::order_waiting() {
 // allocates slots for the rest of its prefill, if that and the expected generation fit next to
 // what the running requests are expected to need, and the extend fits max_extend.
 bool GroupScheduler::try_admit(ActiveRequest& r, int64_t max_extend) {
-  cache::RadixCache::Match match;
-  if (limits_.radix_cache) match = cache_.match_prefix(r.fill_tokens(0, r.prefill_len - 1));
+  cache::RadixCache::Match match = match_cached_prefix(r);
   const auto n_match = static_cast<int64_t>(match.slots.size());
   const int64_t extend = r.prefill_len - n_match;
   if (match.last) cache_.lock(match.last);

@@ -56,6 +56,7 @@ class GroupScheduler {
   bool fits_ever(const ActiveRequest& r) const { return r.kv_tokens_needed() <= slots_.capacity(); }
 
  private:
+  cache::RadixCache::Match match_cached_prefix(const ActiveRequest& r);
   int64_t available() const { return slots_.free_slots() + cache_.evictable_tokens(); }
   int64_t expected_new_tokens(const ActiveRequest& r) const;
   int64_t decode_reservation() const;
