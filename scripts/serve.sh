@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-exec build/mlaserve serve "$@"
+exec build/src/tools/mlaserve serve "$@"

@@ -69,39 +69,5 @@ TEST(Serve, ChunkedPrefillGivesTheSameTokens) {
       "--tp 2 --dp 2 --enable-dp-attention --chunked-prefill-size 16");
 }
 
-TEST(Serve, ReadmeCurlExamplesAnswer) {
-  ServerProcess server("");
-  ASSERT_GT(server.port(), 0);
-  httplib::Client client("127.0.0.1", server.port());
-  client.set_read_timeout(60, 0);
-  auto completion = client.Post(
-      "/v1/completions",
-      R"({"model": "brown-tiny", "prompt": "The jury said that", "max_tokens": 32, "temperature": 0})",
-      "application/json");
-  ASSERT_TRUE(completion);
-  ASSERT_EQ(completion->status, 200) << completion->body;
-  const json c = json::parse(completion->body);
-  EXPECT_EQ(c["usage"]["completion_tokens"], 32);
-  // brown-tiny's reference greedy continuation of this prompt starts with these words.
-  EXPECT_EQ(c["choices"][0]["text"].get<std::string>().rfind(" the last year,", 0), 0u)
-      << completion->body;
-  auto chat = client.Post(
-      "/v1/chat/completions",
-      R"({"model": "brown-tiny", "messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 48})",
-      "application/json");
-  ASSERT_TRUE(chat);
-  ASSERT_EQ(chat->status, 200) << chat->body;
-  EXPECT_FALSE(
-      json::parse(chat->body)["choices"][0]["message"]["content"].get<std::string>().empty());
-  std::string streamed;
-  auto stream = client.Post(
-      "/v1/chat/completions",
-      R"({"model": "brown-tiny", "messages": [{"role": "user", "content": "Hi"}], "stream": true, "max_tokens": 24})",
-      "application/json");
-  ASSERT_TRUE(stream);
-  EXPECT_NE(stream->body.find("data: [DONE]"), std::string::npos) << stream->body;
-  EXPECT_NE(stream->body.find("chat.completion.chunk"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace mlaserve::testing

@@ -14,16 +14,25 @@
 
 namespace mlaserve::testing {
 
+// A shell command line that ends in `mlaserve serve` (exec'd, so that its pid is the server's)
+// and picks a free port (`--port 0`).
+struct ServerCommand {
+  std::string line;
+};
+
 // `mlaserve serve` in the background; the port comes from its "listening on" log line.
 class ServerProcess {
  public:
-  explicit ServerProcess(const std::string& flags) {
-    const auto r =
-        run_command("sh -c '" + mlaserve_bin() +
-                    " serve --port 0 --dtype float32 --kv-cache-memory 64 " + flags + " > " +
-                    (tmp_ / "log").string() + " 2>&1 & echo $! > " + (tmp_ / "pid").string() + "'");
+  explicit ServerProcess(const std::string& flags)
+      : ServerProcess(ServerCommand{
+            mlaserve_bin() + " serve --port 0 --dtype float32 --kv-cache-memory 64 " + flags}) {}
+
+  // `wait_seconds`: how long the command may take to listen (a script that builds first).
+  explicit ServerProcess(const ServerCommand& command, int wait_seconds = 60) {
+    const auto r = run_command("sh -c '" + command.line + " > " + (tmp_ / "log").string() +
+                               " 2>&1 & echo $! > " + (tmp_ / "pid").string() + "'");
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    for (int i = 0; i < 600 && port_ == 0; ++i) {
+    for (int i = 0; i < 10 * wait_seconds && port_ == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       const std::string log = run_command("cat " + (tmp_ / "log").string()).output;
       if (auto at = log.find("listening on http://127.0.0.1:"); at != std::string::npos) {

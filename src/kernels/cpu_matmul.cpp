@@ -40,8 +40,15 @@ void matmul_other(const MatmulJob& job) {
     std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
   } else if (dnnl_supports(w.type())) {
     dnnl_matmul(job.x, job.m, w, job.y);
+  } else if (reference_kernels_forced()) {
+    ref::matmul(job.x, job.m, w, job.y);
   } else {
-    ref::matmul(job.x, job.m, w, job.y);  // BF16 on a CPU without AVX512_BF16
+    // BF16 on a CPU without AVX512_BF16: x rounded to bf16 as the fast kernels round it, so that
+    // the fast path computes the same bf16 × bf16 → f32 products on every CPU.
+    thread_local std::vector<float> rounded;
+    rounded.resize(static_cast<size_t>(job.m * w.cols()));
+    for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(job.x[i]));
+    ref::matmul(rounded.data(), job.m, w, job.y);
   }
 }
 

@@ -278,17 +278,62 @@ TEST(Rope, MatchesReferenceAndKeepsGaps) {
   }
 }
 
-TEST(Route, MatchesReference) {
-  const std::vector<float> logits = random_values(32, 13, -2.0f, 2.0f);
-  const std::vector<float> bias = random_values(32, 14, -0.1f, 0.1f);
-  RouterSpec spec{
-      RouterScoring::Sigmoid, RouterTopk::NoauxTc, 32, 6, 4, 2, true, 2.5f, bias.data()};
-  std::vector<int32_t> ids(6), ref_ids(6);
-  std::vector<float> weights(6), ref_weights(6);
-  route(logits.data(), spec, ids.data(), weights.data());
-  ref::route(logits.data(), spec, ref_ids.data(), ref_weights.data());
-  EXPECT_EQ(ids, ref_ids);
-  EXPECT_EQ(weights, ref_weights);
+// Routing has one implementation (a token's few dozen logits), so it is checked against
+// hand-computed answers. Experts come back best first.
+struct RouteAnswer {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+
+RouteAnswer route_of(const std::vector<float>& logits, const RouterSpec& spec) {
+  RouteAnswer a{std::vector<int32_t>(static_cast<size_t>(spec.top_k)),
+                std::vector<float>(static_cast<size_t>(spec.top_k))};
+  route(logits.data(), spec, a.ids.data(), a.weights.data());
+  return a;
+}
+
+void expect_route(const RouteAnswer& got, const RouteAnswer& want) {
+  EXPECT_EQ(got.ids, want.ids);
+  ASSERT_EQ(got.weights.size(), want.weights.size());
+  for (size_t i = 0; i < want.weights.size(); ++i) EXPECT_NEAR(got.weights[i], want.weights[i], 1e-6);
+}
+
+// Softmax of log(s) is s / Σs, so these logits give softmax scores 0.1, 0.2, 0.3, 0.4.
+const std::vector<float> kTenthsLogits = {std::log(1.0f), std::log(2.0f), std::log(3.0f),
+                                          std::log(4.0f)};
+
+TEST(Route, SoftmaxGreedyScalesWithoutNormalising) {
+  const RouterSpec spec{RouterScoring::Softmax, RouterTopk::Greedy, 4, 2, 1, 1, false, 2.0f};
+  expect_route(route_of(kTenthsLogits, spec), {{3, 2}, {0.8f, 0.6f}});
+}
+
+TEST(Route, SoftmaxGreedyNormalisesInsteadOfScaling) {  // V2: one or the other
+  const RouterSpec spec{RouterScoring::Softmax, RouterTopk::Greedy, 4, 2, 1, 1, true, 2.0f};
+  expect_route(route_of(kTenthsLogits, spec), {{3, 2}, {0.4f / 0.7f, 0.3f / 0.7f}});
+}
+
+TEST(Route, GroupLimitedGreedyPicksFromTheGroupsWithTheBestExpert) {
+  // Scores s / 33.5 in 4 groups of 2: {1.5, 9} {5, 5} {8, 1} {2, 2}. Group maxima 9, 5, 8, 2, so
+  // groups 0 and 2 remain, and the third expert is 0 (1.5), not 2 or 3 (5) of group 1.
+  const std::vector<float> s = {1.5f, 9, 5, 5, 8, 1, 2, 2};
+  std::vector<float> logits;
+  for (float v : s) logits.push_back(std::log(v));
+  const RouterSpec spec{
+      RouterScoring::Softmax, RouterTopk::GroupLimitedGreedy, 8, 3, 4, 2, false, 1.0f};
+  expect_route(route_of(logits, spec), {{1, 4, 0}, {9 / 33.5f, 8 / 33.5f, 1.5f / 33.5f}});
+}
+
+TEST(Route, NoauxTcRanksGroupsByTheirTopTwoBiasedScoresAndWeighsUnbiased) {
+  // Sigmoid scores: 0.75 for expert 4 (logit log 3), 0.5 for the rest. Biased choice scores in
+  // 4 groups of 2: {0.95, 0.5} {0.75, 0.76} {1.05, 0.75} {0.5, 0.5}. Top-2 sums 1.45, 1.51,
+  // 1.8, 1.0 keep groups 2 and 1 (ranking groups by their best expert would keep group 0).
+  std::vector<float> logits(8, 0.0f);
+  logits[4] = std::log(3.0f);
+  const std::vector<float> bias = {0.45f, 0, 0.25f, 0.26f, 0.3f, 0.25f, 0, 0};
+  const RouterSpec spec{RouterScoring::Sigmoid, RouterTopk::NoauxTc, 8, 2, 4, 2, true, 2.5f,
+                        bias.data()};
+  // Unbiased scores 0.75 and 0.5, normalised (0.6, 0.4), then scaled by 2.5.
+  expect_route(route_of(logits, spec), {{4, 3}, {1.5f, 1.0f}});
 }
 
 // ---- attention --------------------------------------------------------------------------

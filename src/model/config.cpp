@@ -120,6 +120,14 @@ void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
     fail("{}: quantization_config.weight_block_size {} is not supported ([128, 128])", c.origin(),
          q["weight_block_size"].dump());
   }
+  // Dynamic: activations are quantized per token group at run time (DeepSeek-V3's scheme), which
+  // this engine replaces by computing activations in float; a static scheme would need scales
+  // from the checkpoint that nothing here reads.
+  const auto activations = r.optional<std::string>("activation_scheme", "dynamic");
+  if (activations != "dynamic") {
+    fail("{}: quantization_config.activation_scheme '{}' is not supported (dynamic)", c.origin(),
+         activations);
+  }
   cfg.fp8_block_quantized = true;
 }
 
@@ -127,6 +135,7 @@ void check_supported(const ConfigReader& c) {
   const auto act = c.optional<std::string>("hidden_act", "silu");
   if (act != "silu") fail("{}: hidden_act '{}' is not supported (silu)", c.origin(), act);
   if (c.optional<bool>("attention_bias", false)) fail("{}: attention_bias true is not supported", c.origin());
+  if (c.optional<bool>("mlp_bias", false)) fail("{}: mlp_bias true is not supported", c.origin());
   if (!c.optional<bool>("rope_interleave", true)) {
     fail("{}: rope_interleave false is not supported (DeepSeek rotates interleaved pairs)", c.origin());
   }

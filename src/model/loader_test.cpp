@@ -129,6 +129,10 @@ TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
   expect_error(with(json({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}})), "rope_scaling type 'linear'");
   expect_error(with(json({{"quantization_config", {{"quant_method", "awq"}}}})), "quant_method 'awq'");
   expect_error(with(json({{"n_group", 3}})), "not divisible by n_group 3");
+  expect_error(with(json({{"mlp_bias", true}})), "mlp_bias true");
+  expect_error(with(json({{"quantization_config",
+                           {{"quant_method", "fp8"}, {"activation_scheme", "static"}}}})),
+               "activation_scheme 'static'");
 }
 
 }  // namespace
