@@ -21,7 +21,8 @@ json tiny_config() {
 class Loader : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("mlaserve-loader-" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("mlaserve-loader-" + std::to_string(::getpid()));
     write_random_model(tiny_config(), dir_, 1, RandomWeightFormat::BF16);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -40,6 +41,30 @@ class Loader : public ::testing::Test {
     write_safetensors(dir_ / "model.safetensors", tensors);
   }
 
+  // Splits model.safetensors into two shards with a model.safetensors.index.json; `edit` may
+  // change both shards' tensor lists first.
+  template <typename Edit>
+  void shard(Edit edit) {
+    std::vector<TensorToWrite> first, second;
+    {
+      SafetensorsFile file(dir_ / "model.safetensors");
+      for (const auto& [name, t] : file.tensors()) {
+        auto& half = first.size() <= second.size() ? first : second;
+        half.push_back({name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
+      }
+    }
+    json weight_map = json::object();
+    for (const auto& t : first) weight_map[t.name] = kShards[0];
+    for (const auto& t : second) weight_map[t.name] = kShards[1];
+    edit(first, second);
+    std::filesystem::remove(dir_ / "model.safetensors");
+    write_safetensors(dir_ / kShards[0], first);
+    write_safetensors(dir_ / kShards[1], second);
+    std::ofstream(dir_ / "model.safetensors.index.json") << json{{"weight_map", weight_map}}.dump();
+  }
+  static constexpr const char* kShards[2] = {"model-00001-of-00002.safetensors",
+                                             "model-00002-of-00002.safetensors"};
+
   std::string load_error() {
     try {
       DeepseekModel model(dir_, kernels::WeightType::F32);
@@ -52,7 +77,9 @@ class Loader : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(Loader, GoodModelLoads) { EXPECT_EQ(load_error(), ""); }
+TEST_F(Loader, GoodModelLoads) {
+  EXPECT_EQ(load_error(), "");
+}
 
 TEST_F(Loader, TruncatedFileNamesFileAndTensor) {
   const auto path = dir_ / "model.safetensors";
@@ -64,8 +91,10 @@ TEST_F(Loader, TruncatedFileNamesFileAndTensor) {
 }
 
 TEST_F(Loader, HeaderLongerThanFile) {
-  std::ofstream(dir_ / "model.safetensors", std::ios::binary) << std::string("\xff\xff\x00\x00\x00\x00\x00\x00{}", 10);
-  EXPECT_NE(load_error().find("header length"), std::string::npos) << load_error();
+  std::ofstream(dir_ / "model.safetensors", std::ios::binary)
+      << std::string("\xff\xff\x00\x00\x00\x00\x00\x00{}", 10);
+  EXPECT_NE(load_error().find("model.safetensors: header length"), std::string::npos)
+      << load_error();
 }
 
 TEST_F(Loader, HeaderNotJson) {
@@ -73,26 +102,117 @@ TEST_F(Loader, HeaderNotJson) {
   bytes[0] = 5;
   bytes += "{nope";
   std::ofstream(dir_ / "model.safetensors", std::ios::binary) << bytes;
-  EXPECT_NE(load_error().find("not valid JSON"), std::string::npos) << load_error();
+  EXPECT_NE(load_error().find("model.safetensors: header is not valid JSON"), std::string::npos)
+      << load_error();
 }
 
 TEST_F(Loader, MissingTensorIsNamed) {
   rewrite([](auto& tensors) {
-    std::erase_if(tensors, [](const TensorToWrite& t) { return t.name == "model.layers.1.self_attn.kv_b_proj.weight"; });
+    std::erase_if(tensors, [](const TensorToWrite& t) {
+      return t.name == "model.layers.1.self_attn.kv_b_proj.weight";
+    });
   });
   const std::string e = load_error();
-  EXPECT_NE(e.find("missing tensor 'model.layers.1.self_attn.kv_b_proj.weight'"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing tensor 'model.layers.1.self_attn.kv_b_proj.weight'"), std::string::npos)
+      << e;
+}
+
+TEST_F(Loader, MissingTensorNamesTheFile) {
+  rewrite([](auto& tensors) {
+    std::erase_if(tensors, [](const TensorToWrite& t) { return t.name == "model.norm.weight"; });
+  });
+  const std::string e = load_error();
+  EXPECT_NE(e.find("model.safetensors: missing tensor 'model.norm.weight'"), std::string::npos)
+      << e;
+}
+
+TEST_F(Loader, ShardedModelLoads) {
+  shard([](auto&, auto&) {});
+  EXPECT_EQ(load_error(), "");
+}
+
+TEST_F(Loader, MissingShardIsNamed) {
+  shard([](auto&, auto&) {});
+  std::filesystem::remove(dir_ / kShards[1]);
+  const std::string e = load_error();
+  EXPECT_NE(e.find(std::string("cannot open ") + (dir_ / kShards[1]).string()), std::string::npos)
+      << e;
+}
+
+TEST_F(Loader, ShardIndexNotJsonIsNamed) {
+  shard([](auto&, auto&) {});
+  std::ofstream(dir_ / "model.safetensors.index.json") << "{\"weight_map\": ";
+  const std::string e = load_error();
+  EXPECT_NE(e.find("model.safetensors.index.json: invalid JSON"), std::string::npos) << e;
+}
+
+TEST_F(Loader, TensorMissingFromItsShardNamesTheShard) {
+  std::string removed;
+  shard([&](auto&, auto& second) {
+    removed = second.back().name;
+    second.pop_back();
+  });
+  const std::string e = load_error();
+  EXPECT_NE(e.find(std::string(kShards[1]) + ": missing tensor '" + removed + "'"),
+            std::string::npos)
+      << e;
+}
+
+TEST_F(Loader, TensorInTwoShardsNamesBoth) {
+  shard([](auto& first, auto& second) { second.push_back(first.front()); });
+  const std::string e = load_error();
+  EXPECT_NE(e.find("appears in both"), std::string::npos) << e;
+  EXPECT_NE(e.find(kShards[0]), std::string::npos) << e;
+  EXPECT_NE(e.find(kShards[1]), std::string::npos) << e;
+}
+
+// FP8 weights need their 128x128 block scales (`<weight>_scale_inv`) of the right shape.
+class Fp8Loader : public Loader {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("mlaserve-fp8-" + std::to_string(::getpid()));
+    write_random_model(tiny_config(), dir_, 1, RandomWeightFormat::FP8);
+  }
+  static constexpr const char* kScale = "model.layers.1.self_attn.o_proj.weight_scale_inv";
+};
+
+TEST_F(Fp8Loader, GoodModelLoads) {
+  EXPECT_EQ(load_error(), "");
+}
+
+TEST_F(Fp8Loader, MissingBlockScaleIsNamed) {
+  rewrite([](auto& tensors) {
+    std::erase_if(tensors, [](const TensorToWrite& t) { return t.name == kScale; });
+  });
+  const std::string e = load_error();
+  EXPECT_NE(e.find(std::string("missing tensor '") + kScale + "'"), std::string::npos) << e;
+}
+
+TEST_F(Fp8Loader, BlockScaleOfTheWrongShapeIsNamed) {
+  rewrite([](auto& tensors) {
+    for (auto& t : tensors) {
+      if (t.name != kScale) continue;
+      t.bytes.insert(t.bytes.end(), t.bytes.begin(), t.bytes.end());  // twice the blocks
+      t.shape = {t.shape[0] * 2, t.shape[1]};
+    }
+  });
+  const std::string e = load_error();
+  EXPECT_NE(e.find(std::string("block scale '") + kScale + "' must be"), std::string::npos) << e;
 }
 
 TEST_F(Loader, ShapeDisagreeingWithConfigIsNamed) {
   rewrite([](auto& tensors) {
     for (auto& t : tensors) {
-      if (t.name == "model.layers.2.mlp.experts.3.up_proj.weight") t.shape = {t.shape[1], t.shape[0]};
+      if (t.name == "model.layers.2.mlp.experts.3.up_proj.weight")
+        t.shape = {t.shape[1], t.shape[0]};
     }
   });
   const std::string e = load_error();
-  EXPECT_NE(e.find("'model.layers.2.mlp.experts.3.up_proj.weight' has shape [64, 20]"), std::string::npos) << e;
+  EXPECT_NE(e.find("'model.layers.2.mlp.experts.3.up_proj.weight' has shape [64, 20]"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("config implies [20, 64]"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.safetensors: tensor"), std::string::npos) << e;
 }
 
 TEST_F(Loader, UnsupportedDtypeIsNamed) {
@@ -126,8 +246,10 @@ TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
   expect_error(with(json({{"hidden_act", "gelu"}})), "hidden_act 'gelu'");
   expect_error(with(json({{"hidden_size", "big"}})), "'hidden_size' has the wrong type");
   expect_error(with(json({{"kv_lora_rank", nullptr}})), "missing required key 'kv_lora_rank'");
-  expect_error(with(json({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}})), "rope_scaling type 'linear'");
-  expect_error(with(json({{"quantization_config", {{"quant_method", "awq"}}}})), "quant_method 'awq'");
+  expect_error(with(json({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}})),
+               "rope_scaling type 'linear'");
+  expect_error(with(json({{"quantization_config", {{"quant_method", "awq"}}}})),
+               "quant_method 'awq'");
   expect_error(with(json({{"n_group", 3}})), "not divisible by n_group 3");
   expect_error(with(json({{"mlp_bias", true}})), "mlp_bias true");
   expect_error(with(json({{"quantization_config",

@@ -17,14 +17,19 @@ using nlohmann::json;
 
 const char* storage_type_name(StorageType t) {
   switch (t) {
-    case StorageType::F32: return "F32";
-    case StorageType::BF16: return "BF16";
-    case StorageType::F8_E4M3: return "F8_E4M3";
+    case StorageType::F32:
+      return "F32";
+    case StorageType::BF16:
+      return "BF16";
+    case StorageType::F8_E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
 
-size_t storage_type_size(StorageType t) { return t == StorageType::F32 ? 4 : t == StorageType::BF16 ? 2 : 1; }
+size_t storage_type_size(StorageType t) {
+  return t == StorageType::F32 ? 4 : t == StorageType::BF16 ? 2 : 1;
+}
 
 class MappedFile {
  public:
@@ -55,18 +60,19 @@ class MappedFile {
 
 namespace {
 
-StorageType parse_storage_type(const std::string& s, const std::string& file, const std::string& tensor) {
+StorageType parse_storage_type(const std::string& s, const std::string& file,
+                               const std::string& tensor) {
   if (s == "F32") return StorageType::F32;
   if (s == "BF16") return StorageType::BF16;
   if (s == "F8_E4M3") return StorageType::F8_E4M3;
   fail("{}: tensor '{}' has dtype {} (supported: F32, BF16, F8_E4M3)", file, tensor, s);
 }
 
-TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* data, size_t data_size,
-                       const std::string& file) {
-  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
-      !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() ||
-      e["data_offsets"].size() != 2) {
+TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* data,
+                       size_t data_size, const std::string& file) {
+  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
+      !e.contains("data_offsets") || !e["dtype"].is_string() || !e["shape"].is_array() ||
+      !e["data_offsets"].is_array() || e["data_offsets"].size() != 2) {
     fail("{}: bad header entry for tensor '{}': {}", file, name, e.dump());
   }
   TensorInfo t;
@@ -75,7 +81,8 @@ TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* da
   t.type = parse_storage_type(e["dtype"].get<std::string>(), file, name);
   size_t count = 1;
   for (const auto& d : e["shape"]) {
-    if (!d.is_number_unsigned()) fail("{}: tensor '{}' has a bad shape {}", file, name, e["shape"].dump());
+    if (!d.is_number_unsigned())
+      fail("{}: tensor '{}' has a bad shape {}", file, name, e["shape"].dump());
     t.shape.push_back(d.get<int64_t>());
     count *= d.get<size_t>();
   }
@@ -85,8 +92,8 @@ TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* da
   }
   const size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
   if (begin > end || end > data_size) {
-    fail("{}: tensor '{}' bytes [{}, {}) lie outside the file's {} data bytes (truncated file?)", file,
-         name, begin, end, data_size);
+    fail("{}: tensor '{}' bytes [{}, {}) lie outside the file's {} data bytes (truncated file?)",
+         file, name, begin, end, data_size);
   }
   t.nbytes = end - begin;
   if (t.nbytes != count * storage_type_size(t.type)) {
@@ -102,12 +109,13 @@ TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* da
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
     : map_(std::make_unique<MappedFile>(path)) {
   const std::string file = path.string();
-  if (map_->size() < 8) fail("{}: too short for a safetensors header ({} bytes)", file, map_->size());
+  if (map_->size() < 8)
+    fail("{}: too short for a safetensors header ({} bytes)", file, map_->size());
   uint64_t header_len = 0;
   std::memcpy(&header_len, map_->data(), 8);  // little-endian on every supported host
   if (header_len > map_->size() - 8 || header_len > (100u << 20)) {
-    fail("{}: header length {} exceeds the file size {} (truncated or not a safetensors file)", file,
-         header_len, map_->size());
+    fail("{}: header length {} exceeds the file size {} (truncated or not a safetensors file)",
+         file, header_len, map_->size());
   }
   json header;
   try {
@@ -144,9 +152,12 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
       fail("{}: missing 'weight_map' object", index_path.string());
     }
     for (const auto& [name, file] : index["weight_map"].items()) {
-      if (!file.is_string()) fail("{}: weight_map entry '{}' is not a file name", index_path.string(), name);
+      if (!file.is_string())
+        fail("{}: weight_map entry '{}' is not a file name", index_path.string(), name);
       const auto f = file.get<std::string>();
-      if (std::find(file_names.begin(), file_names.end(), f) == file_names.end()) file_names.push_back(f);
+      ckpt.weight_map_.emplace(name, f);
+      if (std::find(file_names.begin(), file_names.end(), f) == file_names.end())
+        file_names.push_back(f);
     }
   } else if (std::filesystem::exists(single)) {
     file_names.push_back("model.safetensors");
@@ -156,8 +167,9 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
   for (const auto& f : file_names) {
     auto file = std::make_shared<SafetensorsFile>(model_dir / f);
     for (const auto& [name, info] : file->tensors()) {
-      if (!ckpt.index_.emplace(name, &info).second) {
-        fail("{}: tensor '{}' appears in more than one file", model_dir.string(), name);
+      if (const auto [at, added] = ckpt.index_.emplace(name, &info); !added) {
+        fail("{}: tensor '{}' appears in both {} and {}", model_dir.string(), name,
+             at->second->file, info.file);
       }
     }
     ckpt.files_.push_back(std::move(file));
@@ -167,11 +179,20 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
 
 const TensorInfo& Checkpoint::get(const std::string& name) const {
   auto it = index_.find(name);
-  if (it == index_.end()) fail("{}: missing tensor '{}'", dir_.string(), name);
-  return *it->second;
+  if (it != index_.end()) return *it->second;
+  if (weight_map_.empty())
+    fail("{}: missing tensor '{}'", (dir_ / "model.safetensors").string(), name);
+  const auto shard = weight_map_.find(name);
+  if (shard == weight_map_.end()) {
+    fail("{}: missing tensor '{}' (not in its weight_map)",
+         (dir_ / "model.safetensors.index.json").string(), name);
+  }
+  fail("{}: missing tensor '{}' (model.safetensors.index.json places it in this file)",
+       (dir_ / shard->second).string(), name);
 }
 
-void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors) {
+void write_safetensors(const std::filesystem::path& path,
+                       const std::vector<TensorToWrite>& tensors) {
   json header = json::object();
   size_t offset = 0;
   for (const auto& t : tensors) {
@@ -187,7 +208,9 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
   const uint64_t len = text.size();
   out.write(reinterpret_cast<const char*>(&len), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  for (const auto& t : tensors)
+    out.write(reinterpret_cast<const char*>(t.bytes.data()),
+              static_cast<std::streamsize>(t.bytes.size()));
   if (!out) fail("error writing {}", path.string());
 }
 

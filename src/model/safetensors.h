@@ -48,7 +48,8 @@ class Checkpoint {
   static Checkpoint open(const std::filesystem::path& model_dir);
 
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
-  // The tensor; a missing name is an error naming the tensor and the directory.
+  // The tensor; a missing name is an error naming the tensor and the file that should hold it
+  // (model.safetensors, or the shard that model.safetensors.index.json names).
   const TensorInfo& get(const std::string& name) const;
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -56,6 +57,7 @@ class Checkpoint {
   std::filesystem::path dir_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
+  std::map<std::string, std::string> weight_map_;  // tensor -> shard file, sharded checkpoints
 };
 
 // Writes tensors (name, type, shape, raw little-endian bytes) as one safetensors file.
@@ -65,6 +67,7 @@ struct TensorToWrite {
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
 };
-void write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors);
+void write_safetensors(const std::filesystem::path& path,
+                       const std::vector<TensorToWrite>& tensors);
 
 }  // namespace mlaserve::model
