@@ -23,6 +23,14 @@ TEST_P(Layouts, MatchGolden) {
   ASSERT_TRUE(out.contains("prompts"));
   for (size_t i = 0; i < golden.prompts(); ++i) golden.check(out["prompts"][i], i, {});
   for (const auto& rank : out["ranks"]) EXPECT_EQ(rank["padded_rows"], 0) << rank.dump();
+  // max_len and exact return the MLP rows to their groups by reduce-scatter (plan_scatter).
+  const std::string& flags = GetParam().flags;
+  for (const auto& [padding, op] :
+       {std::pair{"max_len", "reduce_scatter"}, std::pair{"exact", "reduce_scatter_v"}}) {
+    if (flags.find(padding) == std::string::npos) continue;
+    for (const auto& rank : out["ranks"])
+      EXPECT_GT(rank["collectives"][op]["calls"], 0) << rank.dump();
+  }
 }
 
 std::vector<Layout> layouts() {
@@ -37,9 +45,12 @@ std::vector<Layout> layouts() {
       out.push_back({model, dpa + " --enable-dp-linear --dp-linear-min-tokens 1"});
       out.push_back({model, dpa + " --enable-ep-moe"});
     }
+    for (const char* padding : {" --dp-padding max_len", " --dp-padding exact"}) {
+      out.push_back({model, "--tp 4 --dp 2 --enable-dp-attention" + std::string(padding)});
+    }
   }
-  out.push_back({"tiny-v3", "--tp 4 --dp 2 --enable-dp-attention --dp-padding max_len"});
-  out.push_back({"tiny-v3", "--tp 4 --dp 2 --enable-dp-attention --dp-padding exact"});
+  out.push_back({"tiny-v3", "--tp 8 --dp 2 --enable-dp-attention --dp-padding max_len"});
+  out.push_back({"tiny-v3", "--tp 8 --dp 2 --enable-dp-attention --dp-padding exact"});
   return out;
 }
 

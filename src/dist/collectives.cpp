@@ -7,7 +7,8 @@
 namespace mlaserve::dist {
 
 const char* collective_name(CollectiveOp op) {
-  static const char* names[] = {"all_reduce", "all_gather", "all_gather_v", "broadcast"};
+  static const char* names[] = {"all_reduce",     "all_gather",       "all_gather_v",
+                                "reduce_scatter", "reduce_scatter_v", "broadcast"};
   return names[static_cast<size_t>(op)];
 }
 
@@ -16,6 +17,19 @@ namespace {
 int checked_int(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX) fail("MPI {} count {} exceeds the int range", what, v);
   return static_cast<int>(v);
+}
+
+// Per-rank counts as MPI ints, with their sum.
+std::vector<int> checked_ints(const std::vector<int64_t>& counts, const char* what,
+                              int64_t& total) {
+  std::vector<int> ints(counts.size());
+  total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    ints[r] = checked_int(counts[r], what);
+    total += counts[r];
+  }
+  checked_int(total, what);
+  return ints;
 }
 
 }  // namespace
@@ -37,10 +51,11 @@ void Collectives::enter(CollectiveOp op, int64_t count, int64_t bytes) {
   for (int r = 0; r < size_; ++r) {
     const int64_t* theirs = all.data() + 3 * r;
     if (theirs[0] != mine[0] || theirs[1] != mine[1] || theirs[2] != mine[2]) {
-      fail("collective mismatch on {} at layer {}: rank {} entered {} of {} values at layer {}, rank {} entered {} "
-           "of {} values at layer {}",
-           name_, layer_, rank_, collective_name(op), count, layer_, r,
-           collective_name(static_cast<CollectiveOp>(theirs[0])), theirs[1], theirs[2]);
+      fail(
+          "collective mismatch on {} at layer {}: rank {} entered {} of {} values at layer {}, "
+          "rank {} entered {} of {} values at layer {}",
+          name_, layer_, rank_, collective_name(op), count, layer_, r,
+          collective_name(static_cast<CollectiveOp>(theirs[0])), theirs[1], theirs[2]);
     }
   }
 }
@@ -59,15 +74,28 @@ void Collectives::all_gather(const float* send, int64_t count, float* recv) {
 
 void Collectives::all_gather_v(const float* send, const std::vector<int64_t>& counts, float* recv) {
   int64_t total = 0;
-  std::vector<int> ints(counts.size()), displs(counts.size());
-  for (size_t r = 0; r < counts.size(); ++r) {
-    ints[r] = checked_int(counts[r], "all_gather_v");
-    displs[r] = checked_int(total, "all_gather_v");
-    total += counts[r];
-  }
+  const std::vector<int> ints = checked_ints(counts, "all_gather_v", total);
+  std::vector<int> displs(counts.size(), 0);
+  for (size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + ints[r - 1];
   enter(CollectiveOp::AllGatherV, total, counts[static_cast<size_t>(rank_)] * 4);
-  MPI_Allgatherv(send, ints[static_cast<size_t>(rank_)], MPI_FLOAT, recv, ints.data(), displs.data(), MPI_FLOAT,
-                 comm_);
+  MPI_Allgatherv(send, ints[static_cast<size_t>(rank_)], MPI_FLOAT, recv, ints.data(),
+                 displs.data(), MPI_FLOAT, comm_);
+}
+
+// A reduce-scatter's bytes are the whole buffer this rank contributes to the sum, as for
+// all_reduce.
+void Collectives::reduce_scatter(const float* send, int64_t count, float* recv) {
+  enter(CollectiveOp::ReduceScatter, count, count * size_ * 4);
+  MPI_Reduce_scatter_block(send, recv, checked_int(count, "reduce_scatter"), MPI_FLOAT, MPI_SUM,
+                           comm_);
+}
+
+void Collectives::reduce_scatter_v(const float* send, const std::vector<int64_t>& counts,
+                                   float* recv) {
+  int64_t total = 0;
+  const std::vector<int> ints = checked_ints(counts, "reduce_scatter_v", total);
+  enter(CollectiveOp::ReduceScatterV, total, total * 4);
+  MPI_Reduce_scatter(send, recv, ints.data(), MPI_FLOAT, MPI_SUM, comm_);
 }
 
 void Collectives::broadcast(void* data, int64_t bytes, int root) {

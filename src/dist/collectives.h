@@ -12,7 +12,15 @@
 
 namespace mlaserve::dist {
 
-enum class CollectiveOp { AllReduce, AllGather, AllGatherV, Broadcast, Count };
+enum class CollectiveOp {
+  AllReduce,
+  AllGather,
+  AllGatherV,
+  ReduceScatter,
+  ReduceScatterV,
+  Broadcast,
+  Count
+};
 const char* collective_name(CollectiveOp op);
 
 struct CommStats {
@@ -35,6 +43,11 @@ class Collectives {
   void all_gather(const float* send, int64_t count, float* recv);
   // recv holds the blocks of counts[r] values each, in rank order.
   void all_gather_v(const float* send, const std::vector<int64_t>& counts, float* recv);
+  // Sums send [size() * count] over the ranks; rank r receives block r (`count` values).
+  void reduce_scatter(const float* send, int64_t count, float* recv);
+  // Sums send [Σ counts] over the ranks; rank r receives its counts[r] values, blocks in rank
+  // order.
+  void reduce_scatter_v(const float* send, const std::vector<int64_t>& counts, float* recv);
   void broadcast(void* data, int64_t bytes, int root);
 
  private:

@@ -1,6 +1,7 @@
 #include "dist/mpi_step_comm.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -18,7 +19,8 @@ Communicators::~Communicators() {
   }
 }
 
-MpiStepComm::MpiStepComm(const Topology& topology, const Communicators& comms, const StepCommOptions& options)
+MpiStepComm::MpiStepComm(const Topology& topology, const Communicators& comms,
+                         const StepCommOptions& options)
     : topology_(topology),
       options_(options),
       tp_(comms.tp, "tp", &stats_, options.check_collectives),
@@ -27,10 +29,12 @@ MpiStepComm::MpiStepComm(const Topology& topology, const Communicators& comms, c
 
 void MpiStepComm::begin_step(const std::vector<int64_t>& group_rows, bool any_extend) {
   if (static_cast<int>(group_rows.size()) != topology_.groups_per_instance) {
-    fail("internal: step has {} group counts for {} groups", group_rows.size(), topology_.groups_per_instance);
+    fail("internal: step has {} group counts for {} groups", group_rows.size(),
+         topology_.groups_per_instance);
   }
   any_extend_ = any_extend;
   gather_ = plan_gather(group_rows, any_extend, options_.padding);
+  scatter_ = plan_scatter(gather_, attn_tp_.size());
   padded_rows_total_ += gather_.padded_rows();
 }
 
@@ -47,16 +51,21 @@ model::Range MpiStepComm::token_shard(int64_t n_tokens) const {
   return model::shard_range(n_tokens, attn_tp_.rank(), attn_tp_.size());
 }
 
-void MpiStepComm::gather_token_rows(const float* shard, int64_t n_tokens, int64_t width, float* rows) {
+void MpiStepComm::gather_token_rows(const float* shard, int64_t n_tokens, int64_t width,
+                                    float* rows) {
   std::vector<int64_t> counts(static_cast<size_t>(attn_tp_.size()));
-  for (int r = 0; r < attn_tp_.size(); ++r) counts[static_cast<size_t>(r)] = model::shard_range(n_tokens, r, attn_tp_.size()).size() * width;
+  for (int r = 0; r < attn_tp_.size(); ++r)
+    counts[static_cast<size_t>(r)] =
+        model::shard_range(n_tokens, r, attn_tp_.size()).size() * width;
   attn_tp_.all_gather_v(shard, counts, rows);
 }
 
-void MpiStepComm::sum_over_attn_tp(float* data, int64_t count) { attn_tp_.all_reduce_sum(data, count); }
+void MpiStepComm::sum_over_attn_tp(float* data, int64_t count) {
+  attn_tp_.all_reduce_sum(data, count);
+}
 
-void MpiStepComm::attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local, int64_t hidden,
-                                   std::vector<float>& mlp_input) {
+void MpiStepComm::attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local,
+                                   int64_t hidden, std::vector<float>& mlp_input) {
   const int group = topology_.group_in_instance();
   const int64_t offset = gather_.offsets[static_cast<size_t>(group)] * hidden;
   const int64_t local = n_local * hidden;
@@ -82,7 +91,8 @@ void MpiStepComm::attention_to_mlp(const float* attn_partial, float* residual, i
 
 // Every group's residual rows into mlp_input [N, hidden] over the ranks with the same attn_tp
 // rank: fixed-size padded blocks (MaxLen) or exact counts (Exact).
-void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden, std::vector<float>& mlp_input) {
+void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden,
+                                      std::vector<float>& mlp_input) {
   const int group = topology_.group_in_instance();
   const int64_t n_local = gather_.rows[static_cast<size_t>(group)];
   mlp_input.resize(static_cast<size_t>(gather_.mlp_rows * hidden));
@@ -93,7 +103,8 @@ void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden, std::v
     return;
   }
   const int64_t block = gather_.max_rows * hidden;
-  std::vector<float> padded(static_cast<size_t>(block), 0.0f), all(static_cast<size_t>(block * cross_dp_.size()));
+  std::vector<float> padded(static_cast<size_t>(block), 0.0f),
+      all(static_cast<size_t>(block * cross_dp_.size()));
   std::copy_n(local, n_local * hidden, padded.data());
   cross_dp_.all_gather(padded.data(), block, all.data());
   for (size_t d = 0; d < gather_.rows.size(); ++d) {
@@ -102,18 +113,50 @@ void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden, std::v
   }
 }
 
-void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local, int64_t hidden) {
-  // All-reduce over tp, then keep this group's rows (research B.4: all-reduce + slice).
-  std::vector<float> summed(mlp_partial, mlp_partial + gather_.mlp_rows * hidden);
-  tp_.all_reduce_sum(summed.data(), gather_.mlp_rows * hidden);
-  const float* mine = summed.data() + gather_.offsets[static_cast<size_t>(topology_.group_in_instance())] * hidden;
+void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
+                                   int64_t hidden) {
+  const int group = topology_.group_in_instance();
+  const ScatterLayout& s = scatter_;
+  if (s.mode == ScatterMode::AllReduce) {
+    std::vector<float> summed(mlp_partial, mlp_partial + s.buffer_rows * hidden);
+    tp_.all_reduce_sum(summed.data(), s.buffer_rows * hidden);
+    const float* mine = summed.data() + s.group_start[static_cast<size_t>(group)] * hidden;
+    for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
+    return;
+  }
+  // Reduce-scatter over tp (this rank gets its shard of its group's rows), then all-gather the
+  // shards over attn_tp (research B.4; see plan_scatter).
+  const int P = attn_tp_.size();
+  std::vector<int64_t> counts;  // values per tp rank
+  for (int64_t rows : s.rank_rows) counts.push_back(rows * hidden);
+  const std::vector<int64_t> group_counts(counts.begin() + group * P,
+                                          counts.begin() + (group + 1) * P);
+  std::vector<float> shard(static_cast<size_t>(counts[static_cast<size_t>(tp_.rank())]));
+  std::vector<float> rows(
+      static_cast<size_t>(std::accumulate(group_counts.begin(), group_counts.end(), int64_t{0})));
+  if (s.mode == ScatterMode::ReduceScatterBlock) {
+    // The MLP ran on the groups' rows back to back; pad each group to its blocks.
+    std::vector<float> padded(static_cast<size_t>(s.buffer_rows * hidden), 0.0f);
+    for (size_t d = 0; d < gather_.rows.size(); ++d) {
+      std::copy_n(mlp_partial + gather_.offsets[d] * hidden, gather_.rows[d] * hidden,
+                  padded.data() + s.group_start[d] * hidden);
+    }
+    tp_.reduce_scatter(padded.data(), counts.front(), shard.data());
+    if (P > 1) attn_tp_.all_gather(shard.data(), counts.front(), rows.data());
+  } else {
+    tp_.reduce_scatter_v(mlp_partial, counts, shard.data());
+    if (P > 1) attn_tp_.all_gather_v(shard.data(), group_counts, rows.data());
+  }
+  const float* mine = P > 1 ? rows.data() : shard.data();
   for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
 }
 
-void MpiStepComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab, float* logits) {
+void MpiStepComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
+                               float* logits) {
   const int P = attn_tp_.size();
   std::vector<int64_t> counts(static_cast<size_t>(P));
-  for (int r = 0; r < P; ++r) counts[static_cast<size_t>(r)] = rows * model::shard_range(vocab, r, P).size();
+  for (int r = 0; r < P; ++r)
+    counts[static_cast<size_t>(r)] = rows * model::shard_range(vocab, r, P).size();
   std::vector<float> blocks(static_cast<size_t>(rows * vocab));
   attn_tp_.all_gather_v(logits_shard, counts, blocks.data());
   // blocks: [rank][rows][shard] -> logits: [rows][vocab]

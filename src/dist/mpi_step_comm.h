@@ -19,12 +19,14 @@ class Communicators {
   ~Communicators();
   Communicators(const Communicators&) = delete;
   Communicators& operator=(const Communicators&) = delete;
-  MPI_Comm world = MPI_COMM_WORLD, tp = MPI_COMM_NULL, attn_tp = MPI_COMM_NULL, cross_dp = MPI_COMM_NULL;
+  MPI_Comm world = MPI_COMM_WORLD, tp = MPI_COMM_NULL, attn_tp = MPI_COMM_NULL,
+           cross_dp = MPI_COMM_NULL;
 };
 
 struct StepCommOptions {
   PaddingPolicy padding = PaddingPolicy::Auto;
-  int64_t dp_linear_min_tokens = 0;  // shard q_a/kv_a when an extend step has at least this many tokens (and >= P)
+  int64_t dp_linear_min_tokens =
+      0;  // shard q_a/kv_a when an extend step has at least this many tokens (and >= P)
   bool check_collectives = false;
 };
 
@@ -36,6 +38,7 @@ class MpiStepComm final : public model::StepComm {
   // order, and whether any of them extends (prefill). Every rank passes the same values.
   void begin_step(const std::vector<int64_t>& group_rows, bool any_extend);
   const GatherLayout& gather_layout() const { return gather_; }
+  const ScatterLayout& scatter_layout() const { return scatter_; }
   const CommStats& stats() const { return stats_; }
   int64_t padded_rows_total() const { return padded_rows_total_; }
 
@@ -46,7 +49,8 @@ class MpiStepComm final : public model::StepComm {
   void sum_over_attn_tp(float* data, int64_t count) override;
   void attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local, int64_t hidden,
                         std::vector<float>& mlp_input) override;
-  void mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local, int64_t hidden) override;
+  void mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
+                        int64_t hidden) override;
   void gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab, float* logits) override;
 
  private:
@@ -57,6 +61,7 @@ class MpiStepComm final : public model::StepComm {
   CommStats stats_;
   Collectives tp_, attn_tp_, cross_dp_;
   GatherLayout gather_;
+  ScatterLayout scatter_;
   bool any_extend_ = false;
   int64_t padded_rows_total_ = 0;
 };
