@@ -1,7 +1,8 @@
 // brown-tiny (models/brown-tiny, a trained DeepSeek-V3-architecture model) against the
 // reference.json of an independent float64 implementation: the prompts' last-position top-10
 // logits and 32-token greedy continuations through `eval`, and the validation mean NLL through
-// `perplexity` at tp 1 and under DP attention; then the perplexity command's input errors.
+// `perplexity` at tp 1, under DP attention, on plain replicas and with dp_linear + EP-MoE; then
+// the perplexity command's input errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,12 +35,14 @@ std::vector<int> top_ids(const std::vector<float>& logits, size_t k) {
   return ids;
 }
 
-TEST(BrownTinyReference, PromptsTop10LogitsAndGreedyContinuations) {
+class BrownTinyReference : public ::testing::TestWithParam<std::string> {};  // layout flags
+
+TEST_P(BrownTinyReference, PromptsTop10LogitsAndGreedyContinuations) {
   const json& prompts = reference()["prompts"];
   json input = {{"prompts", json::array()}};
   for (const json& p : prompts) input["prompts"].push_back({{"ids", p["ids"]}});
   TempDir tmp;
-  const json out = run_eval(kModel, input, "--dtype float32", tmp, 32);
+  const json out = run_eval(kModel, input, "--dtype float32 " + GetParam(), tmp, 32);
   ASSERT_TRUE(out.contains("prompts"));
   for (size_t i = 0; i < prompts.size(); ++i) {
     const json& want = prompts[i];
@@ -57,6 +60,13 @@ TEST(BrownTinyReference, PromptsTop10LogitsAndGreedyContinuations) {
     EXPECT_EQ(got["greedy"], want["greedy_ids"]);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, BrownTinyReference,
+                         ::testing::Values("", "--tp 2 --dp 2 --enable-dp-attention"),
+                         [](const auto& info) {
+                           return info.param.empty() ? std::string("tp1")
+                                                     : std::string("tp2_dp2_dp_attention");
+                         });
 
 struct PerplexityResult {
   CommandResult command;
@@ -113,6 +123,15 @@ TEST(BrownTinyPerplexity, ValidationMeanNllAtTp1) {
 
 TEST(BrownTinyPerplexity, ValidationMeanNllUnderDpAttention) {
   check_validation_nll("--tp 2 --dp 2 --enable-dp-attention --check-collectives");
+}
+
+TEST(BrownTinyPerplexity, ValidationMeanNllOnPlainReplicas) {
+  check_validation_nll("--tp 2 --dp 2 --check-collectives");
+}
+
+TEST(BrownTinyPerplexity, ValidationMeanNllWithDpLinearAndExpertParallelMoe) {
+  check_validation_nll(
+      "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear --enable-ep-moe --check-collectives");
 }
 
 // A text file scores exactly as its ids from `mlaserve tokenize` (no special tokens), including a
