@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -33,6 +34,22 @@ inline CommandResult run_command(const std::string& command) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs a job that must fail on its own: a non-zero exit within `seconds` (under `timeout`, so a
+// hang fails the test rather than stalling the suite), with each of `messages` in its output.
+inline void expect_fails_fast(const std::string& command, double seconds,
+                              const std::vector<std::string>& messages) {
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r =
+      run_command("timeout -k 5 " + std::to_string(static_cast<int>(seconds) + 10) + " " + command);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "timed out: the job hung\n" << r.output;
+  EXPECT_LT(took, seconds) << r.output;
+  for (const std::string& m : messages)
+    EXPECT_NE(r.output.find(m), std::string::npos) << m << "\n" << r.output;
 }
 
 inline nlohmann::json read_json(const std::filesystem::path& path) {

@@ -1,6 +1,9 @@
 #include "dist/collectives.h"
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
 
 #include "core/error.h"
 
@@ -32,6 +35,22 @@ std::vector<int> checked_ints(const std::vector<int64_t>& counts, const char* wh
   return ints;
 }
 
+// Test only (tests/collective_check_test.cpp): MLASERVE_TEST_SKEW_COLLECTIVE=R:L makes world
+// rank R declare one value too many to the check at layer L, so a test can watch the check
+// turn a mismatch into an error.
+bool test_skews_count(int64_t layer) {
+  static const auto skew = [] {
+    const char* spec = std::getenv("MLASERVE_TEST_SKEW_COLLECTIVE");
+    long long rank = -1, at = -1;
+    if (spec == nullptr || std::sscanf(spec, "%lld:%lld", &rank, &at) != 2) rank = -1;
+    return std::pair<long long, long long>{rank, at};
+  }();
+  if (skew.first < 0 || skew.second != layer) return false;
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  return world_rank == skew.first;
+}
+
 }  // namespace
 
 Collectives::Collectives(MPI_Comm comm, std::string name, CommStats* stats, bool check)
@@ -45,7 +64,8 @@ void Collectives::enter(CollectiveOp op, int64_t count, int64_t bytes) {
   stats_->bytes_sent[static_cast<size_t>(op)] += static_cast<uint64_t>(bytes);
   if (!check_ || size_ == 1) return;
   // Every rank shares (op, count, layer); any difference means the ranks disagree about the step.
-  const int64_t mine[3] = {static_cast<int64_t>(op), count, layer_};
+  const int64_t mine[3] = {static_cast<int64_t>(op), count + (test_skews_count(layer_) ? 1 : 0),
+                           layer_};
   std::vector<int64_t> all(static_cast<size_t>(3 * size_));
   MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, comm_);
   for (int r = 0; r < size_; ++r) {
@@ -54,7 +74,7 @@ void Collectives::enter(CollectiveOp op, int64_t count, int64_t bytes) {
       fail(
           "collective mismatch on {} at layer {}: rank {} entered {} of {} values at layer {}, "
           "rank {} entered {} of {} values at layer {}",
-          name_, layer_, rank_, collective_name(op), count, layer_, r,
+          name_, layer_, rank_, collective_name(op), mine[1], layer_, r,
           collective_name(static_cast<CollectiveOp>(theirs[0])), theirs[1], theirs[2]);
     }
   }

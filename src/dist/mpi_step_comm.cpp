@@ -36,6 +36,7 @@ void MpiStepComm::begin_step(const std::vector<int64_t>& group_rows, bool any_ex
   gather_ = plan_gather(group_rows, any_extend, options_.padding);
   scatter_ = plan_scatter(gather_, attn_tp_.size());
   padded_rows_total_ += gather_.padded_rows();
+  begin_layer(-1);  // the embedding's collectives come before layer 0; the check names it -1
 }
 
 void MpiStepComm::begin_layer(int64_t layer) {
