@@ -1,6 +1,7 @@
 #include "engine/launch.h"
 
 #include <mpi.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,9 +53,6 @@ void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& 
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   setenv("OMP_WAIT_POLICY", "passive", 0);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  setenv("OMP_NUM_THREADS",
-         std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks))).c_str(), 0);
 
   std::vector<std::string> argv = {"mpirun",
                                    "-np",
@@ -78,6 +76,20 @@ void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& 
 namespace {
 bool g_mpi_active = false;
 std::vector<std::string> g_command_line;
+
+// The ranks on one host share its cores: unless OMP_NUM_THREADS says otherwise, each rank's
+// kernels and oneDNN use cores / ranks on this host. Counted after MPI_Init, so it holds alike
+// under our own mpirun and an external (multi-host) one.
+void set_threads_per_rank() {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  MPI_Comm host;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int ranks_on_host = 1;
+  MPI_Comm_size(host, &ranks_on_host);
+  MPI_Comm_free(&host);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  omp_set_num_threads(std::max(1, cores / ranks_on_host));
+}
 }  // namespace
 
 void set_command_line(int argc, char** argv) {
@@ -87,6 +99,7 @@ void set_command_line(int argc, char** argv) {
 void run_ranks(int ranks, const std::function<void(const MpiSession&)>& body) {
   relaunch_under_mpirun_if_needed(ranks, g_command_line);
   MpiSession mpi;
+  set_threads_per_rank();
   try {
     body(mpi);
   } catch (const Error& e) {
