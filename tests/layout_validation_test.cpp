@@ -1,0 +1,44 @@
+// A layout that cannot run ends the job quickly with a message naming the problem, on every
+// path: our own relaunch and an external mpirun.
+#include "golden.h"
+
+namespace mlaserve::testing {
+namespace {
+
+struct BadLayout {
+  std::string name;
+  std::string launcher;  // prepended to the mlaserve command line
+  std::string model;
+  std::string flags;
+  std::string message;
+};
+
+class LayoutValidation : public ::testing::TestWithParam<BadLayout> {};
+
+TEST_P(LayoutValidation, FailsFastNamingTheProblem) {
+  const BadLayout& bad = GetParam();
+  TempDir tmp;
+  write_json(tmp / "in.json", {{"prompts", {{{"ids", {1, 2, 3}}}}}});
+  expect_fails_fast(bad.launcher + mlaserve_bin() + " eval --model tests/data/models/" + bad.model +
+                        " --input " + (tmp / "in.json").string() + " --output " +
+                        (tmp / "out.json").string() + " " + bad.flags,
+                    20, {bad.message});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadLayouts, LayoutValidation,
+    ::testing::Values(
+        BadLayout{"TpNotDivisibleByDp", "", "tiny-v3", "--tp 6 --dp 4 --enable-dp-attention",
+                  "--enable-dp-attention needs --tp divisible by --dp (got tp=6 dp=4)"},
+        // attn_tp = 8 divides the 8 heads, so the expert count is the only problem.
+        BadLayout{"EpMoreRanksThanExperts", "", "tiny-v3-fp8",
+                  "--tp 16 --dp 2 --enable-dp-attention --enable-ep-moe",
+                  "--enable-ep-moe needs --tp (16) <= n_routed_experts (8)"},
+        BadLayout{"HeadsNotDivisibleByAttnTp", "", "tiny-v3", "--tp 6 --dp 2 --enable-dp-attention",
+                  "num_attention_heads 8 is not divisible by the attention TP size 3"},
+        BadLayout{"ExternalWorldSizeMismatch", "mpirun --oversubscribe --allow-run-as-root -np 3 ",
+                  "tiny-v3", "--tp 4", "tp=4 dp=1 needs 4 ranks but the job has 3"}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace mlaserve::testing
