@@ -19,8 +19,8 @@ TEST(Numeric, Bf16RoundTripsAndRoundsToNearestEven) {
 
 TEST(Numeric, Fp8E4m3DecodesKnownCodes) {
   EXPECT_EQ(fp8_e4m3_to_f32(0x00), 0.0f);
-  EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.0f);      // exponent 7, mantissa 0
-  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);    // largest finite
+  EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.0f);    // exponent 7, mantissa 0
+  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);  // largest finite
   EXPECT_EQ(fp8_e4m3_to_f32(0xb8), -1.0f);
   EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
   EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));

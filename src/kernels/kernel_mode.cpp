@@ -7,8 +7,12 @@ namespace {
 bool g_reference_kernels = false;
 }
 
-void use_reference_kernels(bool on) { g_reference_kernels = on; }
+void use_reference_kernels(bool on) {
+  g_reference_kernels = on;
+}
 
-bool reference_kernels_forced() { return g_reference_kernels; }
+bool reference_kernels_forced() {
+  return g_reference_kernels;
+}
 
 }  // namespace mlaserve::kernels

@@ -295,7 +295,8 @@ RouteAnswer route_of(const std::vector<float>& logits, const RouterSpec& spec) {
 void expect_route(const RouteAnswer& got, const RouteAnswer& want) {
   EXPECT_EQ(got.ids, want.ids);
   ASSERT_EQ(got.weights.size(), want.weights.size());
-  for (size_t i = 0; i < want.weights.size(); ++i) EXPECT_NEAR(got.weights[i], want.weights[i], 1e-6);
+  for (size_t i = 0; i < want.weights.size(); ++i)
+    EXPECT_NEAR(got.weights[i], want.weights[i], 1e-6);
 }
 
 // Softmax of log(s) is s / Σs, so these logits give softmax scores 0.1, 0.2, 0.3, 0.4.
@@ -330,8 +331,8 @@ TEST(Route, NoauxTcRanksGroupsByTheirTopTwoBiasedScoresAndWeighsUnbiased) {
   std::vector<float> logits(8, 0.0f);
   logits[4] = std::log(3.0f);
   const std::vector<float> bias = {0.45f, 0, 0.25f, 0.26f, 0.3f, 0.25f, 0, 0};
-  const RouterSpec spec{RouterScoring::Sigmoid, RouterTopk::NoauxTc, 8, 2, 4, 2, true, 2.5f,
-                        bias.data()};
+  const RouterSpec spec{
+      RouterScoring::Sigmoid, RouterTopk::NoauxTc, 8, 2, 4, 2, true, 2.5f, bias.data()};
   // Unbiased scores 0.75 and 0.5, normalised (0.6, 0.4), then scaled by 2.5.
   expect_route(route_of(logits, spec), {{4, 3}, {1.5f, 1.0f}});
 }

@@ -3,7 +3,8 @@
 
 namespace mlaserve::kernels {
 
-Weight::Weight(WeightType type, int64_t rows, int64_t cols) : type_(type), rows_(rows), cols_(cols) {
+Weight::Weight(WeightType type, int64_t rows, int64_t cols)
+    : type_(type), rows_(rows), cols_(cols) {
   if (rows < 0 || cols < 0) fail("weight shape [{}, {}] is negative", rows, cols);
   const auto count = static_cast<size_t>(rows * cols);
   if (type == WeightType::F32) {

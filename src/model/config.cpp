@@ -43,10 +43,14 @@ class ConfigReader {
   T convert(const char* key) const {
     const json& v = j_[key];
     bool ok = false;
-    if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
-    else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer();
-    else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
-    else ok = v.is_string();
+    if constexpr (std::is_same_v<T, bool>)
+      ok = v.is_boolean();
+    else if constexpr (std::is_integral_v<T>)
+      ok = v.is_number_integer();
+    else if constexpr (std::is_floating_point_v<T>)
+      ok = v.is_number();
+    else
+      ok = v.is_string();
     if (!ok) fail("{}: key '{}' has the wrong type ({})", origin_, key, v.dump());
     return v.get<T>();
   }
@@ -59,8 +63,8 @@ void read_yarn(const ConfigReader& c, ModelConfig& cfg) {
   if (!c.present("rope_scaling")) return;
   const json& rs = c.raw("rope_scaling");
   ConfigReader r(rs, c.origin() + " rope_scaling");
-  const std::string type = rs.contains("type") ? r.required<std::string>("type")
-                                               : r.required<std::string>("rope_type");
+  const std::string type =
+      rs.contains("type") ? r.required<std::string>("type") : r.required<std::string>("rope_type");
   if (type != "yarn" && type != "deepseek_yarn") {
     fail("{}: rope_scaling type '{}' is not supported (only yarn)", c.origin(), type);
   }
@@ -84,27 +88,38 @@ void read_router(const ConfigReader& c, ModelConfig& cfg) {
   r.routed_scaling_factor = static_cast<float>(c.optional<double>("routed_scaling_factor", 1.0));
 
   const auto scoring = c.optional<std::string>("scoring_func", "softmax");
-  if (scoring == "softmax") r.scoring = kernels::RouterScoring::Softmax;
-  else if (scoring == "sigmoid") r.scoring = kernels::RouterScoring::Sigmoid;
-  else fail("{}: scoring_func '{}' is not supported (softmax, sigmoid)", c.origin(), scoring);
+  if (scoring == "softmax")
+    r.scoring = kernels::RouterScoring::Softmax;
+  else if (scoring == "sigmoid")
+    r.scoring = kernels::RouterScoring::Sigmoid;
+  else
+    fail("{}: scoring_func '{}' is not supported (softmax, sigmoid)", c.origin(), scoring);
 
   const auto method = c.optional<std::string>("topk_method", "greedy");
-  if (method == "greedy") r.method = kernels::RouterTopk::Greedy;
-  else if (method == "group_limited_greedy") r.method = kernels::RouterTopk::GroupLimitedGreedy;
-  else if (method == "noaux_tc") r.method = kernels::RouterTopk::NoauxTc;
-  else fail("{}: topk_method '{}' is not supported (greedy, group_limited_greedy, noaux_tc)", c.origin(), method);
+  if (method == "greedy")
+    r.method = kernels::RouterTopk::Greedy;
+  else if (method == "group_limited_greedy")
+    r.method = kernels::RouterTopk::GroupLimitedGreedy;
+  else if (method == "noaux_tc")
+    r.method = kernels::RouterTopk::NoauxTc;
+  else
+    fail("{}: topk_method '{}' is not supported (greedy, group_limited_greedy, noaux_tc)",
+         c.origin(), method);
 
   if (r.n_group <= 0 || r.n_experts % r.n_group != 0) {
-    fail("{}: n_routed_experts {} is not divisible by n_group {}", c.origin(), r.n_experts, r.n_group);
+    fail("{}: n_routed_experts {} is not divisible by n_group {}", c.origin(), r.n_experts,
+         r.n_group);
   }
   if (r.topk_group <= 0 || r.topk_group > r.n_group) {
     fail("{}: topk_group {} must be in [1, n_group={}]", c.origin(), r.topk_group, r.n_group);
   }
   if (r.top_k > r.n_experts) {
-    fail("{}: num_experts_per_tok {} exceeds n_routed_experts {}", c.origin(), r.top_k, r.n_experts);
+    fail("{}: num_experts_per_tok {} exceeds n_routed_experts {}", c.origin(), r.top_k,
+         r.n_experts);
   }
   if (r.method == kernels::RouterTopk::NoauxTc && r.n_experts / r.n_group < 2) {
-    fail("{}: noaux_tc needs at least 2 experts per group (n_routed_experts / n_group)", c.origin());
+    fail("{}: noaux_tc needs at least 2 experts per group (n_routed_experts / n_group)",
+         c.origin());
   }
 }
 
@@ -113,9 +128,11 @@ void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
   const json& q = c.raw("quantization_config");
   ConfigReader r(q, c.origin() + " quantization_config");
   const auto method = r.required<std::string>("quant_method");
-  if (method != "fp8") fail("{}: quantization_config.quant_method '{}' is not supported (fp8)", c.origin(), method);
+  if (method != "fp8")
+    fail("{}: quantization_config.quant_method '{}' is not supported (fp8)", c.origin(), method);
   const auto fmt = r.optional<std::string>("fmt", "e4m3");
-  if (fmt != "e4m3") fail("{}: quantization_config.fmt '{}' is not supported (e4m3)", c.origin(), fmt);
+  if (fmt != "e4m3")
+    fail("{}: quantization_config.fmt '{}' is not supported (e4m3)", c.origin(), fmt);
   if (q.contains("weight_block_size") && q["weight_block_size"] != json::array({128, 128})) {
     fail("{}: quantization_config.weight_block_size {} is not supported ([128, 128])", c.origin(),
          q["weight_block_size"].dump());
@@ -134,10 +151,12 @@ void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
 void check_supported(const ConfigReader& c) {
   const auto act = c.optional<std::string>("hidden_act", "silu");
   if (act != "silu") fail("{}: hidden_act '{}' is not supported (silu)", c.origin(), act);
-  if (c.optional<bool>("attention_bias", false)) fail("{}: attention_bias true is not supported", c.origin());
+  if (c.optional<bool>("attention_bias", false))
+    fail("{}: attention_bias true is not supported", c.origin());
   if (c.optional<bool>("mlp_bias", false)) fail("{}: mlp_bias true is not supported", c.origin());
   if (!c.optional<bool>("rope_interleave", true)) {
-    fail("{}: rope_interleave false is not supported (DeepSeek rotates interleaved pairs)", c.origin());
+    fail("{}: rope_interleave false is not supported (DeepSeek rotates interleaved pairs)",
+         c.origin());
   }
 }
 
@@ -147,7 +166,9 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
   return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
 }
 
-double yarn_mscale(double factor, double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+double yarn_mscale(double factor, double m) {
+  return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0;
+}
 
 double ModelConfig::softmax_scale() const {
   double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
@@ -179,7 +200,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   cfg.qk_nope_head_dim = c.positive("qk_nope_head_dim");
   cfg.qk_rope_head_dim = c.positive("qk_rope_head_dim");
   cfg.v_head_dim = c.positive("v_head_dim");
-  if (cfg.qk_rope_head_dim % 2 != 0) fail("{}: qk_rope_head_dim {} must be even", origin, cfg.qk_rope_head_dim);
+  if (cfg.qk_rope_head_dim % 2 != 0)
+    fail("{}: qk_rope_head_dim {} must be even", origin, cfg.qk_rope_head_dim);
   cfg.rope_theta = c.optional<double>("rope_theta", 10000.0);
   read_yarn(c, cfg);
 

@@ -21,11 +21,11 @@ void copy_row_units(const WeightLoader& loader, const std::string& name, int64_t
 }
 
 // Columns of an [rows, all_units * unit_cols] tensor (rules with SplitDim::Cols).
-Weight load_col_units(const WeightLoader& loader, const std::string& name, int64_t rows, int64_t all_units,
-                      int64_t unit_cols, Range units) {
+Weight load_col_units(const WeightLoader& loader, const std::string& name, int64_t rows,
+                      int64_t all_units, int64_t unit_cols, Range units) {
   Weight w(loader.type(), rows, units.size() * unit_cols);
-  loader.copy_block(name, rows, all_units * unit_cols, {0, rows, units.begin * unit_cols, units.size() * unit_cols},
-                    w, 0);
+  loader.copy_block(name, rows, all_units * unit_cols,
+                    {0, rows, units.begin * unit_cols, units.size() * unit_cols}, w, 0);
   return w;
 }
 
@@ -35,21 +35,25 @@ Range rule_range(const RankLayout& layout, WeightKind kind, int64_t units) {
   return rule.dim == SplitDim::None ? Range{0, units} : shard_range(units, pos.rank, pos.size);
 }
 
-// A SwiGLU MLP (dense, shared expert or routed expert) with intermediate columns `slice` of `inter`.
-MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t inter,
-                    Range slice) {
+// A SwiGLU MLP (dense, shared expert or routed expert) with intermediate columns `slice` of
+// `inter`.
+MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, int64_t hidden,
+                    int64_t inter, Range slice) {
   MlpWeights m;
   m.gate_up = Weight(loader.type(), 2 * slice.size(), hidden);
   copy_row_units(loader, prefix + "gate_proj.weight", inter, 1, hidden, slice, m.gate_up, 0);
-  copy_row_units(loader, prefix + "up_proj.weight", inter, 1, hidden, slice, m.gate_up, slice.size());
+  copy_row_units(loader, prefix + "up_proj.weight", inter, 1, hidden, slice, m.gate_up,
+                 slice.size());
   m.down = load_col_units(loader, prefix + "down_proj.weight", hidden, inter, 1, slice);
   return m;
 }
 
 void set(Weight& w, int64_t r, int64_t c, float v) {
   const int64_t i = r * w.cols() + c;
-  if (w.type() == kernels::WeightType::F32) w.f32()[i] = v;
-  else w.b16()[i] = f32_to_bf16(v);
+  if (w.type() == kernels::WeightType::F32)
+    w.f32()[i] = v;
+  else
+    w.b16()[i] = f32_to_bf16(v);
 }
 
 // Absorbed-path views of kv_b (per local head h, rows h*(nope+v) ...): W_UK transposed to
@@ -80,8 +84,8 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
   embedding_ = Weight(type, vocab_.size(), H);
   copy_row_units(loader, "model.embed_tokens.weight", V, 1, H, vocab_, embedding_, 0);
   lm_head_ = Weight(type, vocab_.size(), H);
-  copy_row_units(loader, c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", V, 1, H, vocab_,
-                 lm_head_, 0);
+  copy_row_units(loader, c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", V,
+                 1, H, vocab_, lm_head_, 0);
   final_norm_ = loader.vector("model.norm.weight", H);
 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -93,18 +97,22 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
     AttentionWeights& a = L.attn;
     a.qkv_a = Weight(type, c.q_lora_rank + kv_a_rows, H);
     if (c.q_lora_rank > 0) {
-      loader.copy_block(attn + "q_a_proj.weight", c.q_lora_rank, H, {0, c.q_lora_rank, 0, H}, a.qkv_a, 0);
+      loader.copy_block(attn + "q_a_proj.weight", c.q_lora_rank, H, {0, c.q_lora_rank, 0, H},
+                        a.qkv_a, 0);
       a.q_a_norm = loader.vector(attn + "q_a_layernorm.weight", c.q_lora_rank);
       a.q_b = Weight(type, heads_.size() * qk, c.q_lora_rank);
-      copy_row_units(loader, attn + "q_b_proj.weight", n_heads, qk, c.q_lora_rank, heads_, a.q_b, 0);
+      copy_row_units(loader, attn + "q_b_proj.weight", n_heads, qk, c.q_lora_rank, heads_, a.q_b,
+                     0);
     } else {
       a.q_b = Weight(type, heads_.size() * qk, H);
       copy_row_units(loader, attn + "q_proj.weight", n_heads, qk, H, heads_, a.q_b, 0);
     }
-    loader.copy_block(attn + "kv_a_proj_with_mqa.weight", kv_a_rows, H, {0, kv_a_rows, 0, H}, a.qkv_a, c.q_lora_rank);
+    loader.copy_block(attn + "kv_a_proj_with_mqa.weight", kv_a_rows, H, {0, kv_a_rows, 0, H},
+                      a.qkv_a, c.q_lora_rank);
     a.kv_a_norm = loader.vector(attn + "kv_a_layernorm.weight", c.kv_lora_rank);
     a.kv_b = Weight(type, heads_.size() * (nope + v), c.kv_lora_rank);
-    copy_row_units(loader, attn + "kv_b_proj.weight", n_heads, nope + v, c.kv_lora_rank, heads_, a.kv_b, 0);
+    copy_row_units(loader, attn + "kv_b_proj.weight", n_heads, nope + v, c.kv_lora_rank, heads_,
+                   a.kv_b, 0);
     split_kv_b(a, heads_.size(), nope, v, c.kv_lora_rank);
     a.o = load_col_units(loader, attn + "o_proj.weight", H, n_heads, v, heads_);
 
@@ -115,16 +123,20 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
       MoeWeights m;
       m.router = loader.matrix_f32(p + "mlp.gate.weight", c.n_routed_experts, H);
       if (c.router.method == kernels::RouterTopk::NoauxTc) {
-        m.correction_bias = loader.vector(p + "mlp.gate.e_score_correction_bias", c.n_routed_experts);
+        m.correction_bias =
+            loader.vector(p + "mlp.gate.e_score_correction_bias", c.n_routed_experts);
       }
       // TP-MoE: every expert, intermediate sliced over tp. EP-MoE: whole experts, split over tp.
       const int64_t inter = c.moe_intermediate_size;
-      const Range experts = layout_.ep_moe ? shard_range(c.n_routed_experts, layout_.tp_rank, layout_.tp_size)
-                                           : Range{0, c.n_routed_experts};
-      const Range slice = layout_.ep_moe ? Range{0, inter} : rule_range(layout_, WeightKind::MlpGateUp, inter);
+      const Range experts = layout_.ep_moe
+                                ? shard_range(c.n_routed_experts, layout_.tp_rank, layout_.tp_size)
+                                : Range{0, c.n_routed_experts};
+      const Range slice =
+          layout_.ep_moe ? Range{0, inter} : rule_range(layout_, WeightKind::MlpGateUp, inter);
       m.first_local_expert = experts.begin;
       for (int64_t e = experts.begin; e < experts.end; ++e) {
-        m.experts.push_back(load_mlp(loader, fmt::format("{}mlp.experts.{}.", p, e), H, inter, slice));
+        m.experts.push_back(
+            load_mlp(loader, fmt::format("{}mlp.experts.{}.", p, e), H, inter, slice));
       }
       if (c.n_shared_experts > 0) {
         const int64_t shared_inter = inter * c.n_shared_experts;

@@ -27,7 +27,8 @@ struct Random {
   }
   double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
   float normal() {  // Box-Muller
-    return static_cast<float>(std::sqrt(-2.0 * std::log(uniform())) * std::cos(2 * std::numbers::pi * uniform()));
+    return static_cast<float>(std::sqrt(-2.0 * std::log(uniform())) *
+                              std::cos(2 * std::numbers::pi * uniform()));
   }
 };
 
@@ -50,9 +51,14 @@ class Writer {
       bf16_tensor(name, {rows, cols}, w);
     }
   }
-  void ones(const std::string& name, int64_t n) { bf16_tensor(name, {n}, std::vector<float>(static_cast<size_t>(n), 1.0f)); }
+  void ones(const std::string& name, int64_t n) {
+    bf16_tensor(name, {n}, std::vector<float>(static_cast<size_t>(n), 1.0f));
+  }
   void f32_vector(const std::string& name, std::vector<float> v) {
-    TensorToWrite t{name, StorageType::F32, {static_cast<int64_t>(v.size())}, std::vector<uint8_t>(v.size() * 4)};
+    TensorToWrite t{name,
+                    StorageType::F32,
+                    {static_cast<int64_t>(v.size())},
+                    std::vector<uint8_t>(v.size() * 4)};
     std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
     tensors_.push_back(std::move(t));
   }
@@ -65,7 +71,8 @@ class Writer {
   const std::vector<TensorToWrite>& tensors() const { return tensors_; }
 
  private:
-  void bf16_tensor(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  void bf16_tensor(const std::string& name, std::vector<int64_t> shape,
+                   const std::vector<float>& v) {
     TensorToWrite t{name, StorageType::BF16, std::move(shape), std::vector<uint8_t>(v.size() * 2)};
     auto* out = reinterpret_cast<bf16*>(t.bytes.data());
     for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]);
@@ -82,14 +89,19 @@ class Writer {
         s = std::max(s, std::fabs(w[static_cast<size_t>(r * cols + c)]) / 448.0f);
       }
     for (float& s : scale) s = s > 0 ? s : 1.0f;
-    TensorToWrite t{name, StorageType::F8_E4M3, {rows, cols}, std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
+    TensorToWrite t{name,
+                    StorageType::F8_E4M3,
+                    {rows, cols},
+                    std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const float s = scale[static_cast<size_t>((r / 128) * bc + c / 128)];
-        t.bytes[static_cast<size_t>(r * cols + c)] = f32_to_fp8_e4m3(w[static_cast<size_t>(r * cols + c)] / s);
+        t.bytes[static_cast<size_t>(r * cols + c)] =
+            f32_to_fp8_e4m3(w[static_cast<size_t>(r * cols + c)] / s);
       }
     tensors_.push_back(std::move(t));
-    TensorToWrite st{name + "_scale_inv", StorageType::F32, {br, bc}, std::vector<uint8_t>(scale.size() * 4)};
+    TensorToWrite st{
+        name + "_scale_inv", StorageType::F32, {br, bc}, std::vector<uint8_t>(scale.size() * 4)};
     std::memcpy(st.bytes.data(), scale.data(), st.bytes.size());
     tensors_.push_back(std::move(st));
   }
@@ -99,7 +111,8 @@ class Writer {
   std::vector<TensorToWrite> tensors_;
 };
 
-void write_mlp(Writer& w, const std::string& prefix, int64_t hidden, int64_t inter, double residual_scale) {
+void write_mlp(Writer& w, const std::string& prefix, int64_t hidden, int64_t inter,
+               double residual_scale) {
   w.matrix(prefix + "gate_proj.weight", inter, hidden, 1.0 / std::sqrt(hidden), true);
   w.matrix(prefix + "up_proj.weight", inter, hidden, 1.0 / std::sqrt(hidden), true);
   w.matrix(prefix + "down_proj.weight", hidden, inter, residual_scale / std::sqrt(inter), true);
@@ -114,7 +127,8 @@ void write_layer(Writer& w, const ModelConfig& c, int64_t i) {
   if (c.q_lora_rank > 0) {
     w.matrix(a + "q_a_proj.weight", c.q_lora_rank, H, 1.0 / std::sqrt(H), true);
     w.ones(a + "q_a_layernorm.weight", c.q_lora_rank);
-    w.matrix(a + "q_b_proj.weight", heads * c.qk_head_dim(), c.q_lora_rank, 1.0 / std::sqrt(c.q_lora_rank), true);
+    w.matrix(a + "q_b_proj.weight", heads * c.qk_head_dim(), c.q_lora_rank,
+             1.0 / std::sqrt(c.q_lora_rank), true);
   } else {
     w.matrix(a + "q_proj.weight", heads * c.qk_head_dim(), H, 1.0 / std::sqrt(H), true);
   }
@@ -122,7 +136,8 @@ void write_layer(Writer& w, const ModelConfig& c, int64_t i) {
   w.ones(a + "kv_a_layernorm.weight", c.kv_lora_rank);
   w.matrix(a + "kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank,
            1.0 / std::sqrt(c.kv_lora_rank), true);
-  w.matrix(a + "o_proj.weight", H, heads * c.v_head_dim, residual_scale / std::sqrt(heads * c.v_head_dim), true);
+  w.matrix(a + "o_proj.weight", H, heads * c.v_head_dim,
+           residual_scale / std::sqrt(heads * c.v_head_dim), true);
   if (!c.is_moe_layer(i)) {
     write_mlp(w, p + "mlp.", H, c.intermediate_size, residual_scale);
     return;
@@ -130,25 +145,30 @@ void write_layer(Writer& w, const ModelConfig& c, int64_t i) {
   // Router logits of O(1) spread so expert choice is well separated; small bias as V3 learns.
   w.matrix(p + "mlp.gate.weight", c.n_routed_experts, H, 1.0 / std::sqrt(H), false);
   if (c.router.method == kernels::RouterTopk::NoauxTc) {
-    std::vector<float> bias = w.normal_values(p + "mlp.gate.e_score_correction_bias", c.n_routed_experts, 0.05);
+    std::vector<float> bias =
+        w.normal_values(p + "mlp.gate.e_score_correction_bias", c.n_routed_experts, 0.05);
     w.f32_vector(p + "mlp.gate.e_score_correction_bias", std::move(bias));
   }
   for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-    write_mlp(w, fmt::format("{}mlp.experts.{}.", p, e), H, c.moe_intermediate_size, residual_scale);
+    write_mlp(w, fmt::format("{}mlp.experts.{}.", p, e), H, c.moe_intermediate_size,
+              residual_scale);
   }
   if (c.n_shared_experts > 0) {
-    write_mlp(w, p + "mlp.shared_experts.", H, c.moe_intermediate_size * c.n_shared_experts, residual_scale);
+    write_mlp(w, p + "mlp.shared_experts.", H, c.moe_intermediate_size * c.n_shared_experts,
+              residual_scale);
   }
 }
 
 }  // namespace
 
-void write_random_model(const nlohmann::json& config, const std::filesystem::path& out_dir, uint64_t seed,
-                        RandomWeightFormat format) {
+void write_random_model(const nlohmann::json& config, const std::filesystem::path& out_dir,
+                        uint64_t seed, RandomWeightFormat format) {
   nlohmann::json cfg_json = config;
   if (format == RandomWeightFormat::FP8) {
-    cfg_json["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"},
-                                       {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+    cfg_json["quantization_config"] = {{"activation_scheme", "dynamic"},
+                                       {"fmt", "e4m3"},
+                                       {"quant_method", "fp8"},
+                                       {"weight_block_size", {128, 128}}};
   }
   cfg_json["torch_dtype"] = "bfloat16";
   const ModelConfig c = ModelConfig::from_json(cfg_json, "make-model --config");

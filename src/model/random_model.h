@@ -14,7 +14,7 @@ enum class RandomWeightFormat { BF16, FP8 };
 // through every layer (fan-in scaling, residual branches scaled by 1/sqrt(2 * layers)).
 // FP8 stores every Linear inside the layers as F8_E4M3 + 128x128 block scales, as DeepSeek-V3
 // checkpoints do; embedding, lm_head, norms and the router stay BF16.
-void write_random_model(const nlohmann::json& config, const std::filesystem::path& out_dir, uint64_t seed,
-                        RandomWeightFormat format);
+void write_random_model(const nlohmann::json& config, const std::filesystem::path& out_dir,
+                        uint64_t seed, RandomWeightFormat format);
 
 }  // namespace mlaserve::model

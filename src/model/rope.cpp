@@ -10,7 +10,8 @@ std::vector<double> RopeTable::inv_freq(const ModelConfig& cfg) {
   const int64_t dim = cfg.qk_rope_head_dim, half = dim / 2;
   const double base = cfg.rope_theta;
   std::vector<double> freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) freq[static_cast<size_t>(i)] = 1.0 / std::pow(base, 2.0 * i / dim);
+  for (int64_t i = 0; i < half; ++i)
+    freq[static_cast<size_t>(i)] = 1.0 / std::pow(base, 2.0 * i / dim);
   if (!cfg.yarn) return freq;
 
   // YaRN: pair indices below `low` keep their frequency (extrapolate), above `high` are divided
@@ -34,9 +35,9 @@ std::vector<double> RopeTable::inv_freq(const ModelConfig& cfg) {
 RopeTable::RopeTable(const ModelConfig& cfg)
     : half_(cfg.qk_rope_head_dim / 2), max_positions_(cfg.max_position_embeddings) {
   const std::vector<double> freq = inv_freq(cfg);
-  const double mscale =
-      cfg.yarn ? yarn_mscale(cfg.yarn->factor, cfg.yarn->mscale) / yarn_mscale(cfg.yarn->factor, cfg.yarn->mscale_all_dim)
-               : 1.0;
+  const double mscale = cfg.yarn ? yarn_mscale(cfg.yarn->factor, cfg.yarn->mscale) /
+                                       yarn_mscale(cfg.yarn->factor, cfg.yarn->mscale_all_dim)
+                                 : 1.0;
   cos_.resize(static_cast<size_t>(max_positions_ * half_));
   sin_.resize(cos_.size());
   for (int64_t pos = 0; pos < max_positions_; ++pos) {

@@ -29,15 +29,17 @@ struct ShardRule {
 
 // The weight kinds of a DeepSeek layer (HF names without the layer prefix).
 enum class WeightKind {
-  Embedding,    // model.embed_tokens         [V, H]      vocab-parallel over attn_tp
-  LmHead,       // lm_head                    [V, H]      vocab-parallel over attn_tp (dp-lm-head)
-  QkvA,         // q_a_proj + kv_a_proj_with_mqa fused [q_lora + kv_lora + rope, H]   replicated (dp_linear shards tokens, not weights)
-  QB,           // q_b_proj / q_proj          [heads*qk_head, *] column-parallel over attn_tp (by head)
-  KvB,          // kv_b_proj                  [heads*(nope+v), kv_lora] column-parallel over attn_tp (by head)
-  O,            // o_proj                     [H, heads*v] row-parallel over attn_tp (by head)
-  MlpGateUp,    // dense/shared/expert gate+up [2*I, H]    column-parallel over tp (TP-MoE)
-  MlpDown,      // dense/shared/expert down   [H, I]      row-parallel over tp
-  Router,       // mlp.gate                   [E, H]      replicated, float32
+  Embedding,  // model.embed_tokens         [V, H]      vocab-parallel over attn_tp
+  LmHead,     // lm_head                    [V, H]      vocab-parallel over attn_tp (dp-lm-head)
+  QkvA,  // q_a_proj + kv_a_proj_with_mqa fused [q_lora + kv_lora + rope, H]   replicated (dp_linear
+         // shards tokens, not weights)
+  QB,    // q_b_proj / q_proj          [heads*qk_head, *] column-parallel over attn_tp (by head)
+  KvB,   // kv_b_proj                  [heads*(nope+v), kv_lora] column-parallel over attn_tp (by
+         // head)
+  O,     // o_proj                     [H, heads*v] row-parallel over attn_tp (by head)
+  MlpGateUp,  // dense/shared/expert gate+up [2*I, H]    column-parallel over tp (TP-MoE)
+  MlpDown,    // dense/shared/expert down   [H, I]      row-parallel over tp
+  Router,     // mlp.gate                   [E, H]      replicated, float32
 };
 
 ShardRule shard_rule(WeightKind kind);

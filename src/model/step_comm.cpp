@@ -17,7 +17,8 @@ void SingleRankComm::mlp_to_attention(const float* mlp_partial, float* residual,
   for (int64_t i = 0; i < n; ++i) residual[i] += mlp_partial[i];
 }
 
-void SingleRankComm::gather_token_rows(const float* shard, int64_t n_tokens, int64_t width, float* rows) {
+void SingleRankComm::gather_token_rows(const float* shard, int64_t n_tokens, int64_t width,
+                                       float* rows) {
   std::copy(shard, shard + n_tokens * width, rows);
 }
 

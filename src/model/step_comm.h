@@ -21,7 +21,8 @@ class StepComm {
   // rows of the group's T tokens this rank computes, and the all-gather of the shards.
   virtual bool shard_tokens(int64_t /*n_tokens*/) const { return false; }
   virtual Range token_shard(int64_t n_tokens) const { return {0, n_tokens}; }
-  virtual void gather_token_rows(const float* shard, int64_t n_tokens, int64_t width, float* rows) = 0;
+  virtual void gather_token_rows(const float* shard, int64_t n_tokens, int64_t width,
+                                 float* rows) = 0;
 
   // Sum a buffer over the attention TP group (vocab-parallel embedding lookup).
   virtual void sum_over_attn_tp(float* data, int64_t count) = 0;
@@ -46,12 +47,11 @@ class SingleRankComm final : public StepComm {
  public:
   void sum_over_attn_tp(float*, int64_t) override {}
   void gather_token_rows(const float* shard, int64_t n_tokens, int64_t width, float* rows) override;
-  void attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local,
-                        int64_t hidden, std::vector<float>& mlp_input) override;
+  void attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local, int64_t hidden,
+                        std::vector<float>& mlp_input) override;
   void mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
                         int64_t hidden) override;
-  void gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
-                    float* logits) override;
+  void gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab, float* logits) override;
 };
 
 }  // namespace mlaserve::model

@@ -39,7 +39,8 @@ class WeightLoader {
 
  private:
   const TensorInfo& checked(const std::string& name, std::vector<int64_t> shape) const;
-  void read_row(const TensorInfo& t, int64_t row, int64_t col_begin, int64_t cols, float* out) const;
+  void read_row(const TensorInfo& t, int64_t row, int64_t col_begin, int64_t cols,
+                float* out) const;
 
   const Checkpoint& checkpoint_;
   kernels::WeightType type_;

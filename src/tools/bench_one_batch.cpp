@@ -40,8 +40,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 // Random token ids (SGLang uses all ones; random ids give the MoE a realistic expert spread).
-std::vector<engine::StaticRequest> synthetic_batch(int64_t batch, int64_t input_len, int64_t output_len,
-                                                   int64_t vocab, uint64_t seed) {
+std::vector<engine::StaticRequest> synthetic_batch(int64_t batch, int64_t input_len,
+                                                   int64_t output_len, int64_t vocab,
+                                                   uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
   std::vector<engine::StaticRequest> requests(static_cast<size_t>(batch));
@@ -64,8 +65,10 @@ RunTimes run_once(engine::Worker& worker, int groups, std::vector<engine::Static
     const auto start = std::chrono::steady_clock::now();
     planner.apply(worker.step(&plan));
     const double t = seconds_since(start);
-    if (first) times.prefill = t;
-    else times.decode.push_back(t);
+    if (first)
+      times.prefill = t;
+    else
+      times.decode.push_back(t);
     first = false;
   }
   return times;
@@ -78,7 +81,8 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-nlohmann::json report(const BenchOptions& o, int64_t bs, int64_t in, int64_t out, const RunTimes& t) {
+nlohmann::json report(const BenchOptions& o, int64_t bs, int64_t in, int64_t out,
+                      const RunTimes& t) {
   double total = t.prefill;
   for (double d : t.decode) total += d;
   const double med = median(t.decode);
@@ -121,7 +125,9 @@ void run_rank(const BenchOptions& o, const engine::MpiSession& mpi) {
   int64_t kv_tokens = 0;  // enough for the largest combination, per group
   for (int64_t bs : o.batch_sizes)
     for (int64_t in : o.input_lens)
-      for (int64_t out : o.output_lens) kv_tokens = std::max(kv_tokens, (bs + groups - 1) / groups * (in + std::max<int64_t>(out, 8)));
+      for (int64_t out : o.output_lens)
+        kv_tokens =
+            std::max(kv_tokens, (bs + groups - 1) / groups * (in + std::max<int64_t>(out, 8)));
 
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
   engine::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
@@ -129,16 +135,19 @@ void run_rank(const BenchOptions& o, const engine::MpiSession& mpi) {
     follow_rank0(worker);
     return;
   }
-  spdlog::info("bench-one-batch: {} ({}), layout {}, resident weights on rank 0: {:.1f} MB", o.model.model_dir,
-               o.model.dtype, o.parallel.layout.describe(), static_cast<double>(model.resident_weight_bytes()) / 1e6);
-  run_once(worker, groups, synthetic_batch(o.batch_sizes.front(), o.input_lens.front(), 8, cfg.vocab_size, o.seed));
+  spdlog::info("bench-one-batch: {} ({}), layout {}, resident weights on rank 0: {:.1f} MB",
+               o.model.model_dir, o.model.dtype, o.parallel.layout.describe(),
+               static_cast<double>(model.resident_weight_bytes()) / 1e6);
+  run_once(worker, groups,
+           synthetic_batch(o.batch_sizes.front(), o.input_lens.front(), 8, cfg.vocab_size, o.seed));
   std::ofstream results(o.result_filename, std::ios::app);
   for (int64_t bs : o.batch_sizes) {
     for (int64_t in : o.input_lens) {
       for (int64_t out : o.output_lens) {
-        std::printf("\nbatch_size=%ld input_len=%ld output_len=%ld\n", static_cast<long>(bs), static_cast<long>(in),
-                    static_cast<long>(out));
-        const RunTimes t = run_once(worker, groups, synthetic_batch(bs, in, out, cfg.vocab_size, o.seed));
+        std::printf("\nbatch_size=%ld input_len=%ld output_len=%ld\n", static_cast<long>(bs),
+                    static_cast<long>(in), static_cast<long>(out));
+        const RunTimes t =
+            run_once(worker, groups, synthetic_batch(bs, in, out, cfg.vocab_size, o.seed));
         results << report(o, bs, in, out, t).dump() << "\n";
       }
     }
@@ -150,21 +159,30 @@ void run_rank(const BenchOptions& o, const engine::MpiSession& mpi) {
 
 void add_bench_one_batch(CLI::App& app) {
   auto opts = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench-one-batch",
-                                     "Latency of one static batch: prefill, then decode steps (SGLang bench_one_batch)");
+  CLI::App* cmd = app.add_subcommand(
+      "bench-one-batch",
+      "Latency of one static batch: prefill, then decode steps (SGLang bench_one_batch)");
   opts->model.add_to(*cmd);
   opts->parallel.add_to(*cmd);
-  cmd->add_option("--batch-size", opts->batch_sizes, "Batch sizes to sweep")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--input-len", opts->input_lens, "Prompt lengths to sweep")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--output-len", opts->output_lens, "Generated lengths to sweep (1 = prefill only)")
+  cmd->add_option("--batch-size", opts->batch_sizes, "Batch sizes to sweep")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--result-filename", opts->result_filename, "JSONL file to append one record per combination to")
+  cmd->add_option("--input-len", opts->input_lens, "Prompt lengths to sweep")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--run-name", opts->run_name, "Name stored in each record")->capture_default_str();
+  cmd->add_option("--output-len", opts->output_lens,
+                  "Generated lengths to sweep (1 = prefill only)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--result-filename", opts->result_filename,
+                  "JSONL file to append one record per combination to")
+      ->capture_default_str();
+  cmd->add_option("--run-name", opts->run_name, "Name stored in each record")
+      ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the synthetic prompts")->capture_default_str();
   cmd->callback([opts] {
-    engine::run_ranks(opts->parallel.layout.world_size(), [&](const engine::MpiSession& mpi) { run_rank(*opts, mpi); });
+    engine::run_ranks(opts->parallel.layout.world_size(),
+                      [&](const engine::MpiSession& mpi) { run_rank(*opts, mpi); });
   });
 }
 

@@ -39,7 +39,8 @@ std::vector<engine::StaticRequest> read_requests(const EvalOptions& o) {
   }
   std::vector<engine::StaticRequest> requests;
   for (const auto& p : j["prompts"]) {
-    if (!p.is_object() || !p.contains("ids")) fail("{}: each prompt needs an \"ids\" array", o.input);
+    if (!p.is_object() || !p.contains("ids"))
+      fail("{}: each prompt needs an \"ids\" array", o.input);
     engine::StaticRequest r;
     r.prompt = read_token_ids(p["ids"], fmt::format("{}: prompt {}", o.input, requests.size()));
     r.max_new_tokens = o.max_new_tokens;
@@ -53,13 +54,15 @@ std::vector<engine::StaticRequest> read_requests(const EvalOptions& o) {
 json rows_json(const std::vector<float>& data, int64_t width) {
   json out = json::array();
   for (size_t at = 0; at < data.size(); at += static_cast<size_t>(width)) {
-    out.push_back(std::vector<float>(data.begin() + static_cast<long>(at), data.begin() + static_cast<long>(at) + width));
+    out.push_back(std::vector<float>(data.begin() + static_cast<long>(at),
+                                     data.begin() + static_cast<long>(at) + width));
   }
   return out;
 }
 
-json output_json(const std::vector<engine::StaticRequest>& requests, const std::vector<engine::StaticOutput>& outputs,
-                 const EvalOptions& o, int64_t V) {
+json output_json(const std::vector<engine::StaticRequest>& requests,
+                 const std::vector<engine::StaticOutput>& outputs, const EvalOptions& o,
+                 int64_t V) {
   json prompts = json::array();
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto& out = outputs[i];
@@ -96,7 +99,8 @@ void run_rank(const EvalOptions& o, const engine::MpiSession& mpi) {
     return;
   }
   const auto n = static_cast<int64_t>(requests.size());
-  engine::StaticPlanner planner(groups, kv_tokens, requests, o.prefill_per_step > 0 ? o.prefill_per_step : n);
+  engine::StaticPlanner planner(groups, kv_tokens, requests,
+                                o.prefill_per_step > 0 ? o.prefill_per_step : n);
   run_until_done(worker, planner);
   shut_down_followers(worker);
 
@@ -105,16 +109,18 @@ void run_rank(const EvalOptions& o, const engine::MpiSession& mpi) {
   std::ofstream out(o.output);
   if (!out) fail("cannot write --output {}", o.output);
   out << result.dump() << "\n";
-  spdlog::info("eval: {} prompts, {} new tokens each, {} steps, {} padded MLP rows, layout {}, wrote {}", n,
-               o.max_new_tokens, worker.stats().steps, worker.stats().padded_rows, o.parallel.layout.describe(),
-               o.output);
+  spdlog::info(
+      "eval: {} prompts, {} new tokens each, {} steps, {} padded MLP rows, layout {}, wrote {}", n,
+      o.max_new_tokens, worker.stats().steps, worker.stats().padded_rows,
+      o.parallel.layout.describe(), o.output);
 }
 
 }  // namespace
 
 void add_eval(CLI::App& app) {
   auto opts = std::make_shared<EvalOptions>();
-  CLI::App* cmd = app.add_subcommand("eval", "Prompt logits and greedy continuations for token-id prompts");
+  CLI::App* cmd =
+      app.add_subcommand("eval", "Prompt logits and greedy continuations for token-id prompts");
   opts->model.add_to(*cmd);
   opts->parallel.add_to(*cmd);
   cmd->add_option("--input", opts->input, "JSON {\"prompts\":[{\"ids\":[...]}, ...]}")->required();
@@ -124,16 +130,19 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--max-new-tokens", opts->max_new_tokens, "Greedy tokens to generate per prompt")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--prefill-per-step", opts->prefill_per_step,
-                  "Prompts a DP group prefills per step (0: all at once); 1 makes groups interleave prefill "
-                  "and decode")
+  cmd->add_option(
+         "--prefill-per-step", opts->prefill_per_step,
+         "Prompts a DP group prefills per step (0: all at once); 1 makes groups interleave prefill "
+         "and decode")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_flag("--all-logits", opts->all_logits, "Also write \"all_logits\": the logits at every prompt position");
+  cmd->add_flag("--all-logits", opts->all_logits,
+                "Also write \"all_logits\": the logits at every prompt position");
   cmd->add_flag("--step-logits", opts->step_logits,
                 "Also write \"greedy_logits\": the logits each greedy token was chosen from");
   cmd->callback([opts] {
-    engine::run_ranks(opts->parallel.layout.world_size(), [&](const engine::MpiSession& mpi) { run_rank(*opts, mpi); });
+    engine::run_ranks(opts->parallel.layout.world_size(),
+                      [&](const engine::MpiSession& mpi) { run_rank(*opts, mpi); });
   });
 }
 

@@ -20,7 +20,8 @@ struct MakeModelOptions {
 void copy_tokenizer(const std::filesystem::path& from, const std::filesystem::path& to) {
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
     if (!std::filesystem::exists(from / name)) fail("--tokenizer {}: no {}", from.string(), name);
-    std::filesystem::copy_file(from / name, to / name, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(from / name, to / name,
+                               std::filesystem::copy_options::overwrite_existing);
   }
 }
 
@@ -33,7 +34,8 @@ void run(const MakeModelOptions& o) {
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: invalid JSON: {}", o.config, e.what());
   }
-  const auto format = o.dtype == "fp8" ? model::RandomWeightFormat::FP8 : model::RandomWeightFormat::BF16;
+  const auto format =
+      o.dtype == "fp8" ? model::RandomWeightFormat::FP8 : model::RandomWeightFormat::BF16;
   model::write_random_model(config, o.out, o.seed, format);
   if (!o.tokenizer.empty()) copy_tokenizer(o.tokenizer, o.out);
   spdlog::info("make-model: wrote {} ({} weights, seed {})", o.out, o.dtype, o.seed);
@@ -43,14 +45,19 @@ void run(const MakeModelOptions& o) {
 
 void add_make_model(CLI::App& app) {
   auto opts = std::make_shared<MakeModelOptions>();
-  CLI::App* cmd = app.add_subcommand("make-model", "Write an HF model directory with random weights");
-  cmd->add_option("--config", opts->config, "HF config.json (deepseek_v2 / deepseek_v3)")->required();
+  CLI::App* cmd =
+      app.add_subcommand("make-model", "Write an HF model directory with random weights");
+  cmd->add_option("--config", opts->config, "HF config.json (deepseek_v2 / deepseek_v3)")
+      ->required();
   cmd->add_option("--out", opts->out, "Output directory (created if missing)")->required();
-  cmd->add_option("--seed", opts->seed, "Random seed; the same seed gives the same weights")->capture_default_str();
-  cmd->add_option("--dtype", opts->dtype, "bf16: BF16 weights; fp8: F8_E4M3 + 128x128 block scales like DeepSeek-V3")
+  cmd->add_option("--seed", opts->seed, "Random seed; the same seed gives the same weights")
+      ->capture_default_str();
+  cmd->add_option("--dtype", opts->dtype,
+                  "bf16: BF16 weights; fp8: F8_E4M3 + 128x128 block scales like DeepSeek-V3")
       ->check(CLI::IsMember({"bf16", "fp8"}))
       ->capture_default_str();
-  cmd->add_option("--tokenizer", opts->tokenizer, "Copy tokenizer.json + tokenizer_config.json from this directory");
+  cmd->add_option("--tokenizer", opts->tokenizer,
+                  "Copy tokenizer.json + tokenizer_config.json from this directory");
   cmd->callback([opts] { run(*opts); });
 }
 

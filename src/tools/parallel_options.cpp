@@ -3,27 +3,36 @@
 namespace mlaserve::tools {
 
 void ParallelFlags::add_to(CLI::App& cmd) {
-  cmd.add_option("--tp", layout.tp, "Tensor-parallel ranks of one model instance (the MLP/MoE is split over all of them)")
+  cmd.add_option(
+         "--tp", layout.tp,
+         "Tensor-parallel ranks of one model instance (the MLP/MoE is split over all of them)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_option("--dp", layout.dp,
-                 "Data-parallel groups: attention groups of tp/dp ranks with --enable-dp-attention, else "
-                 "independent replicas of tp ranks each (tp*dp ranks)")
+  cmd.add_option(
+         "--dp", layout.dp,
+         "Data-parallel groups: attention groups of tp/dp ranks with --enable-dp-attention, else "
+         "independent replicas of tp ranks each (tp*dp ranks)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_flag("--enable-dp-attention", layout.dp_attention,
-               "Attention data-parallel over --dp groups inside one --tp instance (SGLang DP attention)");
+  cmd.add_flag(
+      "--enable-dp-attention", layout.dp_attention,
+      "Attention data-parallel over --dp groups inside one --tp instance (SGLang DP attention)");
   cmd.add_flag("--enable-dp-linear", layout.dp_linear,
-               "Compute the replicated q_a/kv_a projections on a token shard per rank and all-gather (prefill)");
+               "Compute the replicated q_a/kv_a projections on a token shard per rank and "
+               "all-gather (prefill)");
   cmd.add_option("--dp-linear-min-tokens", dp_linear_min_tokens,
-                 "dp_linear applies to extend steps with at least this many tokens in the group (and at least one "
+                 "dp_linear applies to extend steps with at least this many tokens in the group "
+                 "(and at least one "
                  "per rank)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_flag("--enable-ep-moe", layout.ep_moe, "Expert parallel: whole experts per rank instead of sliced experts");
-  cmd.add_option("--dp-padding", dp_padding,
-                 "DP-attention gather: auto (research C.3 rule), sum_len (all-reduce), max_len (padded all-gather), "
-                 "exact (all-gatherv), legacy (pad every group to the global max, MLP runs max*dp rows)")
+  cmd.add_flag("--enable-ep-moe", layout.ep_moe,
+               "Expert parallel: whole experts per rank instead of sliced experts");
+  cmd.add_option(
+         "--dp-padding", dp_padding,
+         "DP-attention gather: auto (research C.3 rule), sum_len (all-reduce), max_len (padded "
+         "all-gather), "
+         "exact (all-gatherv), legacy (pad every group to the global max, MLP runs max*dp rows)")
       ->check(CLI::IsMember({"auto", "sum_len", "max_len", "exact", "legacy"}))
       ->capture_default_str();
 #ifdef NDEBUG
@@ -32,9 +41,10 @@ void ParallelFlags::add_to(CLI::App& cmd) {
   const bool debug_build = true;
 #endif
   check_collectives = debug_build;
-  cmd.add_flag("--check-collectives,!--no-check-collectives", check_collectives,
-               "Before every collective, check that all ranks enter the same one with the same count (on by "
-               "default in Debug builds)");
+  cmd.add_flag(
+      "--check-collectives,!--no-check-collectives", check_collectives,
+      "Before every collective, check that all ranks enter the same one with the same count (on by "
+      "default in Debug builds)");
 }
 
 dist::StepCommOptions ParallelFlags::comm_options() const {
