@@ -25,7 +25,8 @@ class GoldenModel {
     in.seekg(0, std::ios::end);
     logits_.resize(static_cast<size_t>(in.tellg()) / 4);
     in.seekg(0);
-    in.read(reinterpret_cast<char*>(logits_.data()), static_cast<std::streamsize>(logits_.size() * 4));
+    in.read(reinterpret_cast<char*>(logits_.data()),
+            static_cast<std::streamsize>(logits_.size() * 4));
     vocab_ = ref_["vocab_size"].get<size_t>();
   }
 
@@ -46,7 +47,8 @@ class GoldenModel {
   // Checks one prompt of an `eval --all-logits --step-logits` output against reference prompt i.
   void check(const nlohmann::json& got, size_t i, const Bounds& b) const {
     const nlohmann::json& want = prompt(i);
-    SCOPED_TRACE("prompt " + std::to_string(i) + " of length " + std::to_string(want["ids"].size()));
+    SCOPED_TRACE("prompt " + std::to_string(i) + " of length " +
+                 std::to_string(want["ids"].size()));
     ASSERT_TRUE(got.contains("last_logits") && got.contains("greedy"));
     EXPECT_LT(rel(got["last_logits"], want["last_logits"], 0), b.max_rel_l2);
     for (size_t t = 0; t < want["ids"].size() && got.contains("all_logits"); ++t) {
@@ -54,7 +56,8 @@ class GoldenModel {
     }
     const size_t callable = check_greedy(got, i, b.margin_fraction);
     for (size_t s = 0; s < callable && got.contains("greedy_logits"); ++s) {
-      EXPECT_LT(rel(got["greedy_logits"][s], want["greedy_step_logits"], s), b.max_rel_l2) << "greedy step " << s;
+      EXPECT_LT(rel(got["greedy_logits"][s], want["greedy_step_logits"], s), b.max_rel_l2)
+          << "greedy step " << s;
     }
   }
 
@@ -67,7 +70,8 @@ class GoldenModel {
     for (size_t s = 0; s < want["greedy"].size() && s < got["greedy"].size(); ++s) {
       const float* step = at(want["greedy_step_logits"], s);
       double max_abs = 0;
-      for (size_t v = 0; v < vocab_; ++v) max_abs = std::max(max_abs, std::fabs(static_cast<double>(step[v])));
+      for (size_t v = 0; v < vocab_; ++v)
+        max_abs = std::max(max_abs, std::fabs(static_cast<double>(step[v])));
       if (want["greedy_margins"][s].get<double>() < margin_fraction * max_abs) return s;
       EXPECT_EQ(got["greedy"][s], want["greedy"][s]) << "greedy step " << s;
       if (got["greedy"][s] != want["greedy"][s]) return s;
@@ -94,9 +98,11 @@ class GoldenModel {
 };
 
 // Runs `mlaserve eval` on a golden model (its n_greedy tokens by default).
-inline nlohmann::json run_eval(const GoldenModel& model, const nlohmann::json& input, const std::string& flags,
-                               const TempDir& tmp, int max_new_tokens = -1) {
-  return run_eval(model.dir(), input, flags, tmp, max_new_tokens < 0 ? model.n_greedy() : max_new_tokens);
+inline nlohmann::json run_eval(const GoldenModel& model, const nlohmann::json& input,
+                               const std::string& flags, const TempDir& tmp,
+                               int max_new_tokens = -1) {
+  return run_eval(model.dir(), input, flags, tmp,
+                  max_new_tokens < 0 ? model.n_greedy() : max_new_tokens);
 }
 
 }  // namespace mlaserve::testing

@@ -16,25 +16,28 @@ class Golden : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(Golden, LogitsAndGreedyMatchReference) {
   const GoldenModel golden(GetParam().model);
   TempDir tmp;
-  const auto out = run_eval(golden, golden.eval_input(), "--all-logits --step-logits --dtype " + GetParam().dtype, tmp);
+  const auto out = run_eval(golden, golden.eval_input(),
+                            "--all-logits --step-logits --dtype " + GetParam().dtype, tmp);
   ASSERT_TRUE(out.contains("prompts"));
-  for (size_t i = 0; i < golden.prompts(); ++i) golden.check(out["prompts"][i], i, GetParam().bounds);
+  for (size_t i = 0; i < golden.prompts(); ++i)
+    golden.check(out["prompts"][i], i, GetParam().bounds);
 }
 
 // float32: a correct engine lands near 1e-6, so hold it to 1e-4. bfloat16 with the scalar
 // reference kernels: the weights are exactly the reference's BF16 values and activations stay
 // float32, so the same bound holds.
-INSTANTIATE_TEST_SUITE_P(Models, Golden,
-                         ::testing::Values(GoldenCase{"tiny-v2", "float32", {}}, GoldenCase{"tiny-v3", "float32", {}},
-                                           GoldenCase{"tiny-v3-fp8", "float32", {}},
-                                           GoldenCase{"tiny-v2", "bfloat16 --kernels reference", {}},
-                                           GoldenCase{"tiny-v3", "bfloat16 --kernels reference", {}},
-                                           GoldenCase{"tiny-v3-fp8", "bfloat16 --kernels reference", {}}),
-                         [](const auto& info) {
-                           std::string n = info.param.model + "_" + info.param.dtype;
-                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, Golden,
+    ::testing::Values(GoldenCase{"tiny-v2", "float32", {}}, GoldenCase{"tiny-v3", "float32", {}},
+                      GoldenCase{"tiny-v3-fp8", "float32", {}},
+                      GoldenCase{"tiny-v2", "bfloat16 --kernels reference", {}},
+                      GoldenCase{"tiny-v3", "bfloat16 --kernels reference", {}},
+                      GoldenCase{"tiny-v3-fp8", "bfloat16 --kernels reference", {}}),
+    [](const auto& info) {
+      std::string n = info.param.model + "_" + info.param.dtype;
+      for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return n;
+    });
 
 // bfloat16 on the fast path rounds every GEMM input to bf16 (vdpbf16ps / oneDNN bf16). The
 // README measured 5e-3..1.6e-2 for that; on these random tiny models the hidden-state error
@@ -54,13 +57,16 @@ TEST(GoldenFastBf16, MedianPositionWithinBf16BoundAndClearGreedyStepsEqual) {
       const auto& got = out["prompts"][i];
       compared_steps += golden.check_greedy(got, i, 0.02);
       for (size_t t = 0; t < got["all_logits"].size(); ++t) {
-        errors.push_back(golden.relative_error(got["all_logits"][t], golden.prompt(i)["all_logits"], t));
+        errors.push_back(
+            golden.relative_error(got["all_logits"][t], golden.prompt(i)["all_logits"], t));
       }
     }
     std::sort(errors.begin(), errors.end());
     EXPECT_LT(errors[errors.size() / 2], 5e-2);
-    EXPECT_GT(errors[errors.size() / 2], 1e-4) << "no bf16 rounding seen: is the fast path running?";
-    EXPECT_GT(compared_steps, golden.prompts()) << "almost no greedy step was clear enough to compare";
+    EXPECT_GT(errors[errors.size() / 2], 1e-4)
+        << "no bf16 rounding seen: is the fast path running?";
+    EXPECT_GT(compared_steps, golden.prompts())
+        << "almost no greedy step was clear enough to compare";
   }
 }
 

@@ -19,9 +19,10 @@ class MakeModel : public ::testing::TestWithParam<MadeModel> {
  protected:
   json eval(const json& prompts, int new_tokens, const std::string& flags) {
     write_json(tmp_ / "in.json", {{"prompts", prompts}});
-    const auto r = run_command(mlaserve_bin() + " eval --model " + (tmp_ / "model").string() + " --input " +
-                               (tmp_ / "in.json").string() + " --output " + (tmp_ / "out.json").string() +
-                               " --dtype float32 --max-new-tokens " + std::to_string(new_tokens) + " " + flags);
+    const auto r = run_command(mlaserve_bin() + " eval --model " + (tmp_ / "model").string() +
+                               " --input " + (tmp_ / "in.json").string() + " --output " +
+                               (tmp_ / "out.json").string() + " --dtype float32 --max-new-tokens " +
+                               std::to_string(new_tokens) + " " + flags);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return read_json(tmp_ / "out.json");
   }
@@ -29,11 +30,13 @@ class MakeModel : public ::testing::TestWithParam<MadeModel> {
 };
 
 TEST_P(MakeModel, DecodeMatchesFullRecomputeAndBatchingChangesNothing) {
-  const auto made = run_command(mlaserve_bin() + " make-model --config tests/data/configs/" + GetParam().config +
-                                " --out " + (tmp_ / "model").string() + " --seed 7 --dtype " + GetParam().format);
+  const auto made =
+      run_command(mlaserve_bin() + " make-model --config tests/data/configs/" + GetParam().config +
+                  " --out " + (tmp_ / "model").string() + " --seed 7 --dtype " + GetParam().format);
   ASSERT_EQ(made.exit_code, 0) << made.output;
 
-  const json prompts = json::array({{{"ids", {5, 17, 42, 99, 3, 250, 7}}}, {{"ids", {1}}}, {{"ids", {200, 11, 11, 11}}}});
+  const json prompts = json::array(
+      {{{"ids", {5, 17, 42, 99, 3, 250, 7}}}, {{"ids", {1}}}, {{"ids", {200, 11, 11, 11}}}});
   const int n_new = 12;
   const json batched = eval(prompts, n_new, "--step-logits");
 
@@ -43,9 +46,10 @@ TEST_P(MakeModel, DecodeMatchesFullRecomputeAndBatchingChangesNothing) {
     // The same prompt alone gives the same tokens and logits as inside the batch.
     const json alone = eval(json::array({prompts[i]}), n_new, "--step-logits")["prompts"][0];
     EXPECT_EQ(alone["greedy"], got["greedy"]);
-    EXPECT_LT(relative_l2(alone["last_logits"].get<std::vector<float>>(),
-                          got["last_logits"].get<std::vector<float>>().data(), got["last_logits"].size()),
-              1e-5);
+    EXPECT_LT(
+        relative_l2(alone["last_logits"].get<std::vector<float>>(),
+                    got["last_logits"].get<std::vector<float>>().data(), got["last_logits"].size()),
+        1e-5);
 
     // Full prefill of prompt + greedy[:-1]: its positions from the prompt's last one on must
     // give the logits the incremental decode chose each greedy token from.
@@ -67,12 +71,15 @@ TEST_P(MakeModel, DecodeMatchesFullRecomputeAndBatchingChangesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MakeModel,
-                         ::testing::Values(MadeModel{"odd-v3.json", "bf16"}, MadeModel{"odd-v3.json", "fp8"},
+                         ::testing::Values(MadeModel{"odd-v3.json", "bf16"},
+                                           MadeModel{"odd-v3.json", "fp8"},
                                            MadeModel{"odd-v2-lite.json", "bf16"}),
                          [](const auto& info) {
-                           std::string n = info.param.config.substr(0, info.param.config.find('.')) + "_" +
-                                           info.param.format;
-                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           std::string n =
+                               info.param.config.substr(0, info.param.config.find('.')) + "_" +
+                               info.param.format;
+                           for (char& c : n)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return n;
                          });
 

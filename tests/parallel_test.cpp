@@ -18,8 +18,9 @@ class Layouts : public ::testing::TestWithParam<Layout> {};
 TEST_P(Layouts, MatchGolden) {
   const GoldenModel golden(GetParam().model);
   TempDir tmp;
-  const json out = run_eval(golden, golden.eval_input(), "--dtype float32 --all-logits --step-logits --check-collectives " +
-                                                              GetParam().flags, tmp);
+  const json out = run_eval(
+      golden, golden.eval_input(),
+      "--dtype float32 --all-logits --step-logits --check-collectives " + GetParam().flags, tmp);
   ASSERT_TRUE(out.contains("prompts"));
   for (size_t i = 0; i < golden.prompts(); ++i) golden.check(out["prompts"][i], i, {});
   for (const auto& rank : out["ranks"]) EXPECT_EQ(rank["padded_rows"], 0) << rank.dump();
@@ -65,8 +66,10 @@ INSTANTIATE_TEST_SUITE_P(Parallel, Layouts, ::testing::ValuesIn(layouts()), [](c
 TEST(ParallelEdges, OneRequestAcrossFourGroups) {
   const GoldenModel golden("tiny-v3");
   TempDir tmp;
-  const json out = run_eval(golden, golden.eval_input({2}), "--dtype float32 --tp 4 --dp 4 --enable-dp-attention "
-                                                            "--all-logits --step-logits --check-collectives", tmp);
+  const json out = run_eval(golden, golden.eval_input({2}),
+                            "--dtype float32 --tp 4 --dp 4 --enable-dp-attention "
+                            "--all-logits --step-logits --check-collectives",
+                            tmp);
   ASSERT_TRUE(out.contains("prompts"));
   golden.check(out["prompts"][0], 2, {});
   for (const auto& rank : out["ranks"]) {
@@ -80,13 +83,15 @@ TEST(ParallelEdges, OneRequestAcrossFourGroups) {
 TEST(ParallelEdges, PrefillBesideDecodeAndOneTokenPrompt) {
   const GoldenModel golden("tiny-v2");
   TempDir tmp;
-  const json out = run_eval(golden, golden.eval_input({0, 1, 2}),
-                            "--dtype float32 --tp 4 --dp 2 --enable-dp-attention --prefill-per-step 1 "
-                            "--step-logits --check-collectives",
-                            tmp);
+  const json out =
+      run_eval(golden, golden.eval_input({0, 1, 2}),
+               "--dtype float32 --tp 4 --dp 2 --enable-dp-attention --prefill-per-step 1 "
+               "--step-logits --check-collectives",
+               tmp);
   ASSERT_TRUE(out.contains("prompts"));
   for (size_t i = 0; i < 3; ++i) golden.check(out["prompts"][i], i, {});
-  EXPECT_EQ(out["ranks"][0]["steps"], golden.n_greedy() + 1);  // one extra step for the late prefill
+  EXPECT_EQ(out["ranks"][0]["steps"],
+            golden.n_greedy() + 1);  // one extra step for the late prefill
 }
 
 // dp_linear over 4 ranks with 7 tokens: shards of 2, 2, 2, 1 rows, the q_a/kv_a FLOPs drop to
@@ -97,14 +102,16 @@ TEST(ParallelEdges, DpLinearSevenTokensOverFourRanks) {
   TempDir tmp_on, tmp_off;
   const json input = {{"prompts", {{{"ids", {3, 14, 15, 92, 65, 35, 89}}}}}};
   const std::string flags = "--dtype float32 --tp 4 --all-logits --check-collectives";
-  const json on = run_eval(golden, input, flags + " --enable-dp-linear --dp-linear-min-tokens 1", tmp_on, 0);
+  const json on =
+      run_eval(golden, input, flags + " --enable-dp-linear --dp-linear-min-tokens 1", tmp_on, 0);
   const json off = run_eval(golden, input, flags, tmp_off, 0);
   ASSERT_TRUE(on.contains("ranks") && off.contains("ranks"));
   const std::vector<double> shard = {2, 2, 2, 1};
   for (size_t r = 0; r < 4; ++r) {
     const double replicated = off["ranks"][r]["flops"]["qkv_a"].get<double>();
     EXPECT_GT(replicated, 0);
-    EXPECT_DOUBLE_EQ(on["ranks"][r]["flops"]["qkv_a"].get<double>(), replicated * shard[r] / 7) << "rank " << r;
+    EXPECT_DOUBLE_EQ(on["ranks"][r]["flops"]["qkv_a"].get<double>(), replicated * shard[r] / 7)
+        << "rank " << r;
     EXPECT_EQ(on["ranks"][r]["flops"]["q_b"], off["ranks"][r]["flops"]["q_b"]);
   }
   for (size_t t = 0; t < 7; ++t) {
@@ -119,8 +126,10 @@ TEST(ParallelEdges, DpLinearSevenTokensOverFourRanks) {
 TEST(ParallelEdges, LegacyPaddingCountsPaddedRows) {
   const GoldenModel golden("tiny-v3");
   TempDir tmp_legacy, tmp_default;
-  const std::string flags = "--dtype float32 --tp 2 --dp 2 --enable-dp-attention --check-collectives";
-  const json legacy = run_eval(golden, golden.eval_input({3}), flags + " --dp-padding legacy", tmp_legacy);
+  const std::string flags =
+      "--dtype float32 --tp 2 --dp 2 --enable-dp-attention --check-collectives";
+  const json legacy =
+      run_eval(golden, golden.eval_input({3}), flags + " --dp-padding legacy", tmp_legacy);
   const json normal = run_eval(golden, golden.eval_input({3}), flags, tmp_default);
   ASSERT_TRUE(legacy.contains("ranks") && normal.contains("ranks"));
   const int prompt_len = static_cast<int>(golden.prompt(3)["ids"].size());

@@ -1,4 +1,5 @@
-// A rank that fails ends the whole job within seconds, with the failing rank's message; never a hang.
+// A rank that fails ends the whole job within seconds, with the failing rank's message; never a
+// hang.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -49,10 +50,10 @@ TEST(RankFailure, KilledRankEndsTheJob) {
   TempDir tmp;
   write_json(tmp / "in.json", {{"prompts", {{{"ids", {1}}}}}});
   const std::string marker = (tmp / "in.json").string();
-  const std::string cmd = "timeout 120 " + mlaserve_bin() + " eval --model tests/data/models/tiny-v2 --input " +
-                          marker + " --output " + (tmp / "out.json").string() +
-                          " --tp 4 --max-new-tokens 4000 > " + (tmp / "log.txt").string() + " 2>&1; echo $? > " +
-                          (tmp / "rc.txt").string();
+  const std::string cmd =
+      "timeout 120 " + mlaserve_bin() + " eval --model tests/data/models/tiny-v2 --input " +
+      marker + " --output " + (tmp / "out.json").string() + " --tp 4 --max-new-tokens 4000 > " +
+      (tmp / "log.txt").string() + " 2>&1; echo $? > " + (tmp / "rc.txt").string();
   std::thread job([&] { std::system(cmd.c_str()); });
   // The ranks run the binary by its absolute path (mpirun re-exec); mpirun's own command line
   // starts with "mpirun" and the shell's with "sh", so this pattern matches the 4 ranks only.
@@ -68,7 +69,8 @@ TEST(RankFailure, KilledRankEndsTheJob) {
   const auto killed_at = std::chrono::steady_clock::now();
   ::kill(victim, SIGKILL);
   job.join();
-  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const auto seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   const std::string rc = run_command("cat " + (tmp / "rc.txt").string()).output;
   const std::string log = run_command("cat " + (tmp / "log.txt").string()).output;
   EXPECT_NE(std::stoi(rc), 0) << log;

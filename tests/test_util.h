@@ -57,7 +57,9 @@ inline nlohmann::json read_json(const std::filesystem::path& path) {
   return nlohmann::json::parse(in);
 }
 
-inline void write_json(const std::filesystem::path& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(); }
+inline void write_json(const std::filesystem::path& path, const nlohmann::json& j) {
+  std::ofstream(path) << j.dump();
+}
 
 // A fresh temporary directory, removed when the object goes away.
 class TempDir {
@@ -78,9 +80,10 @@ class TempDir {
 inline nlohmann::json run_eval(const std::filesystem::path& model_dir, const nlohmann::json& input,
                                const std::string& flags, const TempDir& tmp, int max_new_tokens) {
   write_json(tmp / "in.json", input);
-  const auto r = run_command(mlaserve_bin() + " eval --model " + model_dir.string() + " --input " +
-                             (tmp / "in.json").string() + " --output " + (tmp / "out.json").string() +
-                             " --max-new-tokens " + std::to_string(max_new_tokens) + " " + flags);
+  const auto r =
+      run_command(mlaserve_bin() + " eval --model " + model_dir.string() + " --input " +
+                  (tmp / "in.json").string() + " --output " + (tmp / "out.json").string() +
+                  " --max-new-tokens " + std::to_string(max_new_tokens) + " " + flags);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.exit_code == 0 ? read_json(tmp / "out.json") : nlohmann::json::object();
 }

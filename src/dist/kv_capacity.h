@@ -16,6 +16,7 @@ struct KvCapacity {
   int64_t instance_tokens = 0;  // distinct tokens one model instance can hold
 };
 
-KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config, int64_t budget_bytes_per_rank);
+KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config,
+                       int64_t budget_bytes_per_rank);
 
 }  // namespace mlaserve::dist

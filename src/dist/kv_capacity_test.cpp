@@ -21,10 +21,10 @@ TEST(KvCapacity, LatentIs576ValuesPerTokenPerLayer) {
 TEST(KvCapacity, DpAttentionMultipliesInstanceCapacityByDp) {
   const int64_t budget = int64_t{8} << 30;
   const KvCapacity tp4 = kv_capacity(compute_topology({.tp = 4}, 0, 4), v3_shapes(), budget);
-  const KvCapacity dp4 =
-      kv_capacity(compute_topology({.tp = 4, .dp = 4, .dp_attention = true}, 0, 4), v3_shapes(), budget);
-  const KvCapacity dp2 =
-      kv_capacity(compute_topology({.tp = 4, .dp = 2, .dp_attention = true}, 2, 4), v3_shapes(), budget);
+  const KvCapacity dp4 = kv_capacity(
+      compute_topology({.tp = 4, .dp = 4, .dp_attention = true}, 0, 4), v3_shapes(), budget);
+  const KvCapacity dp2 = kv_capacity(
+      compute_topology({.tp = 4, .dp = 2, .dp_attention = true}, 2, 4), v3_shapes(), budget);
   EXPECT_EQ(tp4.per_rank_tokens, dp4.per_rank_tokens);
   EXPECT_EQ(dp4.instance_tokens, 4 * tp4.instance_tokens);
   EXPECT_EQ(dp2.instance_tokens, 2 * tp4.instance_tokens);

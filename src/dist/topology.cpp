@@ -18,7 +18,8 @@ Topology compute_topology(const ParallelOptions& o, int world_rank, int world_si
   if (o.tp < 1 || o.dp < 1) fail("--tp and --dp must be at least 1 (got tp={} dp={})", o.tp, o.dp);
   if (o.dp_attention) {
     if (o.dp < 2) fail("--enable-dp-attention needs --dp 2 or more (got --dp {})", o.dp);
-    if (o.tp % o.dp != 0) fail("--enable-dp-attention needs --tp divisible by --dp (got tp={} dp={})", o.tp, o.dp);
+    if (o.tp % o.dp != 0)
+      fail("--enable-dp-attention needs --tp divisible by --dp (got tp={} dp={})", o.tp, o.dp);
   }
   if (world_size != o.world_size()) {
     fail("{} needs {} ranks but the job has {}", o.describe(), o.world_size(), world_size);
@@ -52,19 +53,20 @@ Topology compute_topology(const ParallelOptions& o, int world_rank, int world_si
 void check_model_fits(const Topology& t, const model::ModelConfig& c) {
   const auto& l = t.layout;
   if (c.num_attention_heads % l.attn_tp_size != 0) {
-    fail("num_attention_heads {} is not divisible by the attention TP size {} ({})", c.num_attention_heads,
-         l.attn_tp_size, t.options.describe());
+    fail("num_attention_heads {} is not divisible by the attention TP size {} ({})",
+         c.num_attention_heads, l.attn_tp_size, t.options.describe());
   }
   if (c.intermediate_size < l.tp_size) {
     fail("intermediate_size {} is smaller than --tp {}", c.intermediate_size, l.tp_size);
   }
   if (c.n_routed_experts > 0) {
     if (l.ep_moe && c.n_routed_experts < l.tp_size) {
-      fail("--enable-ep-moe needs --tp ({}) <= n_routed_experts ({})", l.tp_size, c.n_routed_experts);
+      fail("--enable-ep-moe needs --tp ({}) <= n_routed_experts ({})", l.tp_size,
+           c.n_routed_experts);
     }
     if (!l.ep_moe && c.moe_intermediate_size < l.tp_size) {
-      fail("moe_intermediate_size {} is smaller than --tp {} (use --enable-ep-moe)", c.moe_intermediate_size,
-           l.tp_size);
+      fail("moe_intermediate_size {} is smaller than --tp {} (use --enable-ep-moe)",
+           c.moe_intermediate_size, l.tp_size);
     }
   }
 }

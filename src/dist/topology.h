@@ -42,7 +42,8 @@ struct Topology {
 // world_rank. Throws mlaserve::Error with a precise message on any violation.
 Topology compute_topology(const ParallelOptions& options, int world_rank, int world_size);
 
-// Model-dependent checks: heads divisible by attn_tp, intermediate sizes by tp, tp <= experts for EP.
+// Model-dependent checks: heads divisible by attn_tp, intermediate sizes by tp, tp <= experts for
+// EP.
 void check_model_fits(const Topology& topology, const model::ModelConfig& config);
 
 }  // namespace mlaserve::dist

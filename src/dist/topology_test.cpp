@@ -38,10 +38,13 @@ TEST(Topology, RejectsBadLayoutsWithClearMessages) {
     }
     return std::string();
   };
-  EXPECT_NE(message({.tp = 6, .dp = 4, .dp_attention = true}, 6).find("divisible"), std::string::npos);
-  EXPECT_NE(message({.tp = 4, .dp = 1, .dp_attention = true}, 4).find("--dp 2 or more"), std::string::npos);
-  EXPECT_NE(message({.tp = 4, .dp = 2, .dp_attention = true}, 8).find("needs 4 ranks but the job has 8"),
+  EXPECT_NE(message({.tp = 6, .dp = 4, .dp_attention = true}, 6).find("divisible"),
             std::string::npos);
+  EXPECT_NE(message({.tp = 4, .dp = 1, .dp_attention = true}, 4).find("--dp 2 or more"),
+            std::string::npos);
+  EXPECT_NE(
+      message({.tp = 4, .dp = 2, .dp_attention = true}, 8).find("needs 4 ranks but the job has 8"),
+      std::string::npos);
 }
 
 TEST(Topology, ModelMustFitTheLayout) {
@@ -54,7 +57,8 @@ TEST(Topology, ModelMustFitTheLayout) {
   EXPECT_THROW(check_model_fits(t, c), Error);  // 6 heads over attn_tp 4
   c.num_attention_heads = 8;
   EXPECT_NO_THROW(check_model_fits(t, c));
-  const Topology ep = compute_topology({.tp = 8, .dp = 2, .dp_attention = true, .ep_moe = true}, 0, 8);
+  const Topology ep =
+      compute_topology({.tp = 8, .dp = 2, .dp_attention = true, .ep_moe = true}, 0, 8);
   EXPECT_THROW(check_model_fits(ep, c), Error);  // 8 ranks, 4 experts
 }
 

@@ -45,7 +45,8 @@ class ByteReader {
 
  private:
   void take(void* out, size_t n) {
-    if (n > bytes_.size() - at_) fail("internal: truncated control message ({} bytes)", bytes_.size());
+    if (n > bytes_.size() - at_)
+      fail("internal: truncated control message ({} bytes)", bytes_.size());
     std::memcpy(out, bytes_.data() + at_, n);
     at_ += n;
   }

@@ -6,15 +6,16 @@
 
 namespace mlaserve::engine {
 
-StaticPlanner::StaticPlanner(int groups, int64_t kv_tokens_per_group, std::vector<StaticRequest> requests,
-                             int64_t prefill_per_step)
+StaticPlanner::StaticPlanner(int groups, int64_t kv_tokens_per_group,
+                             std::vector<StaticRequest> requests, int64_t prefill_per_step)
     : requests_(std::move(requests)),
       outputs_(requests_.size()),
       seqs_(requests_.size()),
       prefill_per_step_(prefill_per_step) {
   for (int g = 0; g < groups; ++g) allocators_.emplace_back(kv_tokens_per_group);
   for (size_t i = 0; i < seqs_.size(); ++i) {
-    if (requests_[i].prompt.empty()) fail("prompt {} is empty: every prompt needs at least one token", i);
+    if (requests_[i].prompt.empty())
+      fail("prompt {} is empty: every prompt needs at least one token", i);
     seqs_[i].group = static_cast<int>(i % static_cast<size_t>(groups));
   }
 }
@@ -29,7 +30,8 @@ int64_t StaticPlanner::kv_tokens_needed(const std::vector<StaticRequest>& reques
 }
 
 bool StaticPlanner::finished(size_t i) const {
-  return seqs_[i].admitted && static_cast<int64_t>(outputs_[i].generated.size()) >= requests_[i].max_new_tokens &&
+  return seqs_[i].admitted &&
+         static_cast<int64_t>(outputs_[i].generated.size()) >= requests_[i].max_new_tokens &&
          seqs_[i].n_cached > 0;
 }
 
@@ -62,7 +64,8 @@ StepPlan StaticPlanner::next_plan() {
   }
   for (size_t i = 0; i < seqs_.size(); ++i) {  // groups that admitted nothing decode
     const Sequence& s = seqs_[i];
-    if (!s.admitted || s.n_cached == 0 || finished(i) || admitted[static_cast<size_t>(s.group)] > 0) continue;
+    if (!s.admitted || s.n_cached == 0 || finished(i) || admitted[static_cast<size_t>(s.group)] > 0)
+      continue;
     PlannedSequence p;
     p.id = i;
     p.n_cached = s.n_cached;
@@ -86,7 +89,8 @@ void StaticPlanner::apply(const std::vector<SequenceResult>& results) {
     } else {
       out.step_logits.push_back(r.logits);
     }
-    if (static_cast<int64_t>(out.generated.size()) < requests_[i].max_new_tokens) out.generated.push_back(r.token);
+    if (static_cast<int64_t>(out.generated.size()) < requests_[i].max_new_tokens)
+      out.generated.push_back(r.token);
     if (finished(i)) allocators_[static_cast<size_t>(s.group)].release(s.slots);
   }
 }

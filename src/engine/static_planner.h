@@ -19,8 +19,8 @@ struct StaticRequest {
 };
 
 struct StaticOutput {
-  std::vector<float> prompt_logits;             // [rows, vocab]: last position, or all with all_logits
-  std::vector<int32_t> generated;               // greedy tokens
+  std::vector<float> prompt_logits;  // [rows, vocab]: last position, or all with all_logits
+  std::vector<int32_t> generated;    // greedy tokens
   std::vector<std::vector<float>> step_logits;  // logits each generated token was chosen from
 };
 

@@ -10,12 +10,14 @@
 
 namespace mlaserve::engine {
 
-Worker::Worker(const dist::Topology& topology, model::DeepseekModel& model, const WorkerOptions& options)
+Worker::Worker(const dist::Topology& topology, model::DeepseekModel& model,
+               const WorkerOptions& options)
     : topology_(topology),
       model_(model),
       comms_(topology),
       comm_(topology, comms_, options.comm),
-      kv_(model.config().num_hidden_layers, model.config().kv_cache_dim(), options.kv_capacity_tokens) {}
+      kv_(model.config().num_hidden_layers, model.config().kv_cache_dim(),
+          options.kv_capacity_tokens) {}
 
 Worker::~Worker() = default;
 
@@ -52,7 +54,8 @@ StepPlan Worker::broadcast_plan(const StepPlan* plan) {
 // runs every layer (an idle group with 0 rows) so all collectives match.
 std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   if (static_cast<int>(plan.groups.size()) != topology_.instances * topology_.groups_per_instance) {
-    fail("internal: plan has {} groups, the layout {}", plan.groups.size(), topology_.options.describe());
+    fail("internal: plan has {} groups, the layout {}", plan.groups.size(),
+         topology_.options.describe());
   }
   const int first_group = topology_.instance * topology_.groups_per_instance;
   std::vector<int64_t> group_rows;
@@ -62,19 +65,22 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
     group_rows.push_back(gp.n_tokens());
     any_extend = any_extend || (gp.n_tokens() > 0 && gp.extend());
   }
-  if (std::all_of(group_rows.begin(), group_rows.end(), [](int64_t n) { return n == 0; })) return {};
+  if (std::all_of(group_rows.begin(), group_rows.end(), [](int64_t n) { return n == 0; }))
+    return {};
 
   const GroupPlan& mine = plan.groups[static_cast<size_t>(topology_.group())];
   model::StepInput in;
   for (const PlannedSequence& s : mine.seqs) {
     const auto n_new = static_cast<int64_t>(s.new_tokens.size());
     if (static_cast<int64_t>(s.kv_slots.size()) != s.n_cached + n_new) {
-      fail("internal: sequence {} has {} KV slots for {} tokens", s.id, s.kv_slots.size(), s.n_cached + n_new);
+      fail("internal: sequence {} has {} KV slots for {} tokens", s.id, s.kv_slots.size(),
+           s.n_cached + n_new);
     }
     for (int64_t j = 0; j < n_new; ++j) {
       in.tokens.push_back(s.new_tokens[static_cast<size_t>(j)]);
       in.positions.push_back(static_cast<int32_t>(s.n_cached + j));
-      if (s.all_logits || j == n_new - 1) in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
+      if (s.all_logits || j == n_new - 1)
+        in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
     }
     in.seqs.push_back({n_new, s.n_cached, s.kv_slots});
   }
@@ -130,13 +136,16 @@ std::vector<SequenceResult> Worker::gather_results(const std::vector<SequenceRes
   MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::vector<int> displs(sizes.size(), 0);
   for (size_t r = 1; r < sizes.size(); ++r) displs[r] = displs[r - 1] + sizes[r - 1];
-  std::vector<uint8_t> all(topology_.world_rank == 0 ? static_cast<size_t>(displs.back() + sizes.back()) : 0);
-  MPI_Gatherv(bytes.data(), size, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  std::vector<uint8_t> all(
+      topology_.world_rank == 0 ? static_cast<size_t>(displs.back() + sizes.back()) : 0);
+  MPI_Gatherv(bytes.data(), size, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, 0,
+              MPI_COMM_WORLD);
   std::vector<SequenceResult> results;
   if (topology_.world_rank != 0) return results;
   for (size_t r = 0; r < sizes.size(); ++r) {
     if (sizes[r] == 0) continue;
-    auto part = decode_results(std::span<const uint8_t>(all.data() + displs[r], static_cast<size_t>(sizes[r])));
+    auto part = decode_results(
+        std::span<const uint8_t>(all.data() + displs[r], static_cast<size_t>(sizes[r])));
     std::move(part.begin(), part.end(), std::back_inserter(results));
   }
   return results;

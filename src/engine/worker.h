@@ -50,7 +50,8 @@ class Worker {
   dist::MpiStepComm comm_;
   cache::LatentKvPool kv_;
   StepStats stats_;
-  std::unordered_map<uint64_t, sampling::Sampler> samplers_;  // group leaders: one per sampled request
+  std::unordered_map<uint64_t, sampling::Sampler>
+      samplers_;  // group leaders: one per sampled request
 };
 
 }  // namespace mlaserve::engine
