@@ -151,9 +151,13 @@ ChunkDelta ChunkParser::parse_openai(const json& chunk) {
   delta.text = openai_text(chunk);
   delta.completion_tokens = usage_completion_tokens(chunk);
   // Only a chunk with text carries tokens: the usage-only chunk at the end repeats the total.
+  // Unless no chunk had text: then the tokens the usage reports arrived with it (llama-server
+  // streams no text for output that is not valid UTF-8, yet reports its tokens at the end).
   if (!delta.text.empty()) {
     delta.new_tokens =
         delta.completion_tokens ? std::max<int64_t>(*delta.completion_tokens - tokens_, 1) : 1;
+  } else if (tokens_ == 0 && delta.completion_tokens) {
+    delta.new_tokens = std::max<int64_t>(*delta.completion_tokens, 0);
   }
   tokens_ += delta.new_tokens;
   return delta;

@@ -6,7 +6,8 @@
 //   openai-chat: POST /v1/chat/completions; chunks carry choices[0].delta.content.
 // OpenAI chunks count one token per chunk with text unless the chunk reports usage (then the
 // count is the rise in usage.completion_tokens); the final usage-only chunk that
-// stream_options.include_usage asks for gives the request's token total.
+// stream_options.include_usage asks for gives the request's token total, and carries the
+// tokens itself when no chunk before it had text.
 #pragma once
 
 #include <cstdint>

@@ -77,6 +77,62 @@ TEST(Backend, CompletionChunksWithRunningUsageCountItsRise) {
   EXPECT_EQ(d.new_tokens, 3);
 }
 
+// Chunks as llama.cpp's llama-server (commit 34af94cd) streamed them, shortened: no "usage" key
+// until the closing chunk, which in completions also has an empty text and a finish_reason.
+TEST(Backend, LlamaServerCompletionChunks) {
+  ChunkParser parser(Backend::OpenAi);
+  ChunkDelta d = parser.parse(json::parse(
+      R"({"choices":[{"text":"<pad_20373>","index":0,"logprobs":null,"finish_reason":null}],
+          "created":1796272329,"model":"/tmp/bench-500m-bf16.gguf","object":"text_completion"})"));
+  EXPECT_EQ(d.text, "<pad_20373>");
+  EXPECT_EQ(d.new_tokens, 1);
+  d = parser.parse(json::parse(
+      R"({"choices":[{"text":" impress","index":0,"logprobs":null,"finish_reason":null}]})"));
+  EXPECT_EQ(d.new_tokens, 1);
+  d = parser.parse(json::parse(
+      R"({"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],
+          "usage":{"completion_tokens":2,"prompt_tokens":7,"total_tokens":9,
+                   "prompt_tokens_details":{"cached_tokens":0}},
+          "timings":{"prompt_n":7,"predicted_n":2}})"));
+  EXPECT_EQ(d.new_tokens, 0);
+  EXPECT_EQ(d.completion_tokens, 2);
+}
+
+TEST(Backend, LlamaServerChatChunks) {
+  ChunkParser parser(Backend::OpenAiChat);
+  ChunkDelta d = parser.parse(json::parse(
+      R"({"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],
+          "object":"chat.completion.chunk"})"));
+  EXPECT_EQ(d.new_tokens, 0);
+  d = parser.parse(json::parse(
+      R"({"choices":[{"finish_reason":null,"index":0,"delta":{"content":"<pad_4933>"}}]})"));
+  EXPECT_EQ(d.text, "<pad_4933>");
+  EXPECT_EQ(d.new_tokens, 1);
+  d = parser.parse(json::parse(R"({"choices":[{"finish_reason":"length","index":0,"delta":{}}]})"));
+  EXPECT_EQ(d.new_tokens, 0);
+  d = parser.parse(
+      json::parse(R"({"choices":[],"usage":{"completion_tokens":4,"prompt_tokens":9}})"));
+  EXPECT_EQ(d.new_tokens, 0);
+  EXPECT_EQ(d.completion_tokens, 4);
+}
+
+// llama-server streams no text for output that is not valid UTF-8 (three lone 0xC3 bytes here),
+// yet its closing chunk reports the tokens: they count as arriving with it.
+TEST(Backend, AUsageChunkAfterNoTextCarriesTheTokens) {
+  ChunkParser parser(Backend::OpenAi);
+  const ChunkDelta d = parser.parse(json::parse(
+      R"({"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],
+          "usage":{"completion_tokens":3,"prompt_tokens":7,"total_tokens":10}})"));
+  EXPECT_EQ(d.new_tokens, 3);
+  EXPECT_EQ(d.completion_tokens, 3);
+  // A running usage of 0 before any text (as continuous usage stats send) carries nothing.
+  ChunkParser chat(Backend::OpenAiChat);
+  EXPECT_EQ(chat.parse(json::parse(R"({"choices":[{"delta":{"role":"assistant"}}],
+                                       "usage":{"completion_tokens":0}})"))
+                .new_tokens,
+            0);
+}
+
 TEST(Backend, ChatChunksCarryDeltaContent) {
   ChunkParser parser(Backend::OpenAiChat);
   ChunkDelta d =

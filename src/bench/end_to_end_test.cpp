@@ -104,6 +104,59 @@ TEST(EndToEnd, OpenAiBackendsCountUsage) {
   }
 }
 
+// llama.cpp's llama-server (see FakeServerConfig::llama_server_chunks): one token per chunk, the
+// usage only at the end (in chat only when asked for), and a request whose output it could not
+// stream as text still counted from that usage, as one chunk that arrived at the end.
+TEST(EndToEnd, LlamaServerStreamsAreCounted) {
+  for (const Backend backend : {Backend::OpenAi, Backend::OpenAiChat}) {
+    FakeServerConfig config;
+    config.llama_server_chunks = true;
+    config.tokens_per_chunk = 1;
+    config.withhold_text_every = 4;  // requests 3 and 7 of 0..8
+    FakeServer server(config);
+    const BenchmarkRun run = run_benchmark(options_for(server, backend, 8), stdout);
+    const BenchmarkMetrics& m = run.metrics;
+    EXPECT_EQ(m.completed, 8) << m.first_error;
+    EXPECT_EQ(run.options.model, "/models/fake.gguf");
+    EXPECT_EQ(m.total_output, measured_tokens(server));
+    EXPECT_EQ(m.total_output, 8 * kOutputLen);
+    EXPECT_TRUE(server.problems().empty()) << server.problems().front();
+    size_t withheld = 0;
+    for (const RequestResult& r : run.results) {
+      EXPECT_EQ(r.output_len, kOutputLen);
+      if (r.generated_text.empty()) {  // the whole output came with the closing usage chunk
+        ++withheld;
+        EXPECT_TRUE(r.itl.empty());
+        EXPECT_GE(r.ttft, 0.03 + 6 * 0.02);
+        EXPECT_EQ(r.retokenized_len, 0);
+      } else {
+        EXPECT_EQ(r.itl.size(), static_cast<size_t>(kOutputLen - 1));
+        EXPECT_EQ(r.retokenized_len, kOutputLen);
+      }
+    }
+    EXPECT_EQ(withheld, 2u);
+    EXPECT_NEAR(m.itl_ms.median, 20.0, 5.0);
+  }
+}
+
+// llama-server reports a failure after the stream has begun as an error chunk (HTTP 200).
+TEST(EndToEnd, AnErrorChunkMidStreamFailsTheRequest) {
+  FakeServerConfig config;
+  config.llama_server_chunks = true;
+  config.error_chunk_every = 3;  // requests 2 and 5 of 0..6
+  FakeServer server(config);
+  BenchOptions options = options_for(server, Backend::OpenAi, 6);
+  options.max_concurrency = 1;
+  const BenchmarkRun run = run_benchmark(options, stdout);
+  EXPECT_EQ(run.metrics.completed, 4);
+  EXPECT_EQ(run.metrics.failed, 2);
+  EXPECT_EQ(run.metrics.first_error,
+            "server error: The model produced output that does not match the expected "
+            "Content-only format");
+  EXPECT_FALSE(run.results[1].success);
+  EXPECT_EQ(run.metrics.total_output, measured_tokens(server));
+}
+
 TEST(EndToEnd, WithoutStreamingTtftIsTheLatency) {
   FakeServer server(FakeServerConfig{});
   BenchOptions options = options_for(server, Backend::Sglang, 4);
@@ -203,6 +256,49 @@ TEST(EndToEnd, CommandPrintsTheTableAndAppendsJsonl) {
   EXPECT_EQ(record["backend"], "sglang");
   EXPECT_FALSE(std::getline(file, line));  // one record per run
   std::filesystem::remove(jsonl);
+}
+
+// The command against a server that streams as llama-server does, with an explicit tokenizer
+// (llama-server has no /get_model_info), through both OpenAI backends.
+TEST(EndToEnd, CommandAgainstALlamaServerLikeServer) {
+  const char* binary = std::getenv("MLASERVE_BIN");
+  if (binary == nullptr) GTEST_SKIP() << "MLASERVE_BIN is not set (run through ctest)";
+  for (const char* backend : {"openai", "openai-chat"}) {
+    FakeServerConfig config;
+    config.llama_server_chunks = true;
+    config.tokens_per_chunk = 1;
+    config.withhold_text_every = 5;  // requests 4 and 9 of 0..12
+    FakeServer server(config);
+    const std::filesystem::path jsonl =
+        std::filesystem::temp_directory_path() /
+        fmt::format("bench_serving_llama_{}_{}.jsonl", backend, getpid());
+    std::filesystem::remove(jsonl);
+    const std::string command = fmt::format(
+        "{} bench-serving --base-url {} --backend {} --tokenizer models/brown-tiny --dataset "
+        "random --num-prompts 12 --random-input-len 16 --random-output-len 7 "
+        "--random-range-ratio 1 --max-concurrency 2 --seed 1 --output-file {}",
+        binary, server.url(), backend, jsonl.string());
+    const std::string output = run_command(command);
+    testing::expect_full_table(output);
+    for (const std::string& line :
+         {fmt::format("Backend:                                 {}", backend),
+          std::string("Successful requests:                     12"),
+          std::string("Total generated tokens:                  84")}) {
+      EXPECT_NE(output.find(line), std::string::npos) << line << " missing in\n" << output;
+    }
+    EXPECT_EQ(output.find("failed"), std::string::npos) << output;
+    std::ifstream file(jsonl);
+    std::string line;
+    ASSERT_TRUE(std::getline(file, line)) << output;
+    const nlohmann::json record = nlohmann::json::parse(line);
+    EXPECT_EQ(record["completed"], 12);
+    EXPECT_EQ(record["failed"], 0);
+    EXPECT_EQ(record["total_output_tokens"].get<int64_t>(), measured_tokens(server));
+    // Two requests streamed no text: their 14 tokens are not retokenized.
+    EXPECT_EQ(record["total_output_tokens_retokenized"].get<int64_t>(), 84 - 14);
+    EXPECT_TRUE(server.problems().empty()) << server.problems().front();
+    std::filesystem::remove(jsonl);
+  }
 }
 
 }  // namespace
