@@ -116,25 +116,32 @@ void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden,
 
 void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
                                    int64_t hidden) {
-  const int group = topology_.group_in_instance();
   const ScatterLayout& s = scatter_;
+  std::vector<float> summed;
+  const float* mine = nullptr;  // this group's summed rows [n_local, hidden]
   if (s.mode == ScatterMode::AllReduce) {
-    std::vector<float> summed(mlp_partial, mlp_partial + s.buffer_rows * hidden);
+    summed.assign(mlp_partial, mlp_partial + s.buffer_rows * hidden);
     tp_.all_reduce_sum(summed.data(), s.buffer_rows * hidden);
-    const float* mine = summed.data() + s.group_start[static_cast<size_t>(group)] * hidden;
-    for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
-    return;
+    mine =
+        summed.data() + s.group_start[static_cast<size_t>(topology_.group_in_instance())] * hidden;
+  } else {
+    summed = reduce_scatter_group_rows(mlp_partial, hidden);
+    mine = summed.data();
   }
-  // Reduce-scatter over tp (this rank gets its shard of its group's rows), then all-gather the
-  // shards over attn_tp (research B.4; see plan_scatter).
-  const int P = attn_tp_.size();
+  for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
+}
+
+// Reduce-scatter over tp (this rank gets its shard of its group's rows), then all-gather the
+// shards over attn_tp (research B.4; see plan_scatter). Returns the group's summed rows.
+std::vector<float> MpiStepComm::reduce_scatter_group_rows(const float* mlp_partial,
+                                                          int64_t hidden) {
+  const ScatterLayout& s = scatter_;
+  const int group = topology_.group_in_instance(), P = attn_tp_.size();
   std::vector<int64_t> counts;  // values per tp rank
   for (int64_t rows : s.rank_rows) counts.push_back(rows * hidden);
   const std::vector<int64_t> group_counts(counts.begin() + group * P,
                                           counts.begin() + (group + 1) * P);
   std::vector<float> shard(static_cast<size_t>(counts[static_cast<size_t>(tp_.rank())]));
-  std::vector<float> rows(
-      static_cast<size_t>(std::accumulate(group_counts.begin(), group_counts.end(), int64_t{0})));
   if (s.mode == ScatterMode::ReduceScatterBlock) {
     // The MLP ran on the groups' rows back to back; pad each group to its blocks.
     std::vector<float> padded(static_cast<size_t>(s.buffer_rows * hidden), 0.0f);
@@ -143,13 +150,18 @@ void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, in
                   padded.data() + s.group_start[d] * hidden);
     }
     tp_.reduce_scatter(padded.data(), counts.front(), shard.data());
-    if (P > 1) attn_tp_.all_gather(shard.data(), counts.front(), rows.data());
   } else {
     tp_.reduce_scatter_v(mlp_partial, counts, shard.data());
-    if (P > 1) attn_tp_.all_gather_v(shard.data(), group_counts, rows.data());
   }
-  const float* mine = P > 1 ? rows.data() : shard.data();
-  for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
+  if (P == 1) return shard;
+  std::vector<float> rows(
+      static_cast<size_t>(std::accumulate(group_counts.begin(), group_counts.end(), int64_t{0})));
+  if (s.mode == ScatterMode::ReduceScatterBlock) {
+    attn_tp_.all_gather(shard.data(), counts.front(), rows.data());
+  } else {
+    attn_tp_.all_gather_v(shard.data(), group_counts, rows.data());
+  }
+  return rows;
 }
 
 void MpiStepComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,

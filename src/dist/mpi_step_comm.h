@@ -38,7 +38,6 @@ class MpiStepComm final : public model::StepComm {
   // order, and whether any of them extends (prefill). Every rank passes the same values.
   void begin_step(const std::vector<int64_t>& group_rows, bool any_extend);
   const GatherLayout& gather_layout() const { return gather_; }
-  const ScatterLayout& scatter_layout() const { return scatter_; }
   const CommStats& stats() const { return stats_; }
   int64_t padded_rows_total() const { return padded_rows_total_; }
 
@@ -55,6 +54,7 @@ class MpiStepComm final : public model::StepComm {
 
  private:
   void gather_reduced_rows(const float* local, int64_t hidden, std::vector<float>& mlp_input);
+  std::vector<float> reduce_scatter_group_rows(const float* mlp_partial, int64_t hidden);
 
   const Topology& topology_;
   StepCommOptions options_;

@@ -17,20 +17,6 @@ PaddingPolicy parse_padding_policy(const std::string& name) {
   fail("--dp-padding '{}' is not one of auto, sum_len, max_len, exact, legacy", name);
 }
 
-const char* padding_mode_name(PaddingMode mode) {
-  switch (mode) {
-    case PaddingMode::SumLen:
-      return "sum_len";
-    case PaddingMode::MaxLen:
-      return "max_len";
-    case PaddingMode::Exact:
-      return "exact";
-    case PaddingMode::Legacy:
-      return "legacy";
-  }
-  return "?";
-}
-
 GatherLayout plan_gather(const std::vector<int64_t>& group_rows, bool any_extend,
                          PaddingPolicy policy) {
   GatherLayout g;
@@ -63,18 +49,6 @@ GatherLayout plan_gather(const std::vector<int64_t>& group_rows, bool any_extend
   }
   g.mlp_rows = g.mode == PaddingMode::Legacy ? g.max_rows * groups : g.real_rows;
   return g;
-}
-
-const char* scatter_mode_name(ScatterMode mode) {
-  switch (mode) {
-    case ScatterMode::AllReduce:
-      return "all_reduce";
-    case ScatterMode::ReduceScatterBlock:
-      return "reduce_scatter_block";
-    case ScatterMode::ReduceScatterExact:
-      return "reduce_scatter_exact";
-  }
-  return "?";
 }
 
 ScatterLayout plan_scatter(const GatherLayout& gather, int attn_tp_size) {

@@ -18,7 +18,6 @@ enum class PaddingMode {
 enum class PaddingPolicy { Auto, SumLen, MaxLen, Exact, Legacy };
 
 PaddingPolicy parse_padding_policy(const std::string& name);
-const char* padding_mode_name(PaddingMode mode);
 
 struct GatherLayout {
   PaddingMode mode = PaddingMode::SumLen;
@@ -50,7 +49,6 @@ enum class ScatterMode {
   ReduceScatterBlock,  // rows padded to equal blocks per tp rank: MPI_Reduce_scatter_block
   ReduceScatterExact,  // the groups' exact rows split over their ranks: MPI_Reduce_scatter
 };
-const char* scatter_mode_name(ScatterMode mode);
 
 struct ScatterLayout {
   ScatterMode mode = ScatterMode::AllReduce;

@@ -23,20 +23,24 @@ class Loader : public ::testing::Test {
   void SetUp() override {
     dir_ =
         std::filesystem::temp_directory_path() / ("mlaserve-loader-" + std::to_string(::getpid()));
-    write_random_model(tiny_config(), dir_, 1, RandomWeightFormat::BF16);
+    write_random_model(tiny_config(), dir_, 1, weight_format());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+  virtual RandomWeightFormat weight_format() const { return RandomWeightFormat::BF16; }
+
+  // The tensors of model.safetensors, copied out of the file.
+  std::vector<TensorToWrite> read_tensors() const {
+    SafetensorsFile file(dir_ / "model.safetensors");
+    std::vector<TensorToWrite> tensors;
+    for (const auto& [name, t] : file.tensors())
+      tensors.push_back({name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
+    return tensors;
+  }
 
   // Rewrites model.safetensors after `edit` changes its tensor list.
   template <typename Edit>
   void rewrite(Edit edit) {
-    std::vector<TensorToWrite> tensors;
-    {
-      SafetensorsFile file(dir_ / "model.safetensors");
-      for (const auto& [name, t] : file.tensors()) {
-        tensors.push_back({name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
-      }
-    }
+    std::vector<TensorToWrite> tensors = read_tensors();
     edit(tensors);
     write_safetensors(dir_ / "model.safetensors", tensors);
   }
@@ -46,13 +50,8 @@ class Loader : public ::testing::Test {
   template <typename Edit>
   void shard(Edit edit) {
     std::vector<TensorToWrite> first, second;
-    {
-      SafetensorsFile file(dir_ / "model.safetensors");
-      for (const auto& [name, t] : file.tensors()) {
-        auto& half = first.size() <= second.size() ? first : second;
-        half.push_back({name, t.type, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
-      }
-    }
+    for (TensorToWrite& t : read_tensors())
+      (first.size() <= second.size() ? first : second).push_back(std::move(t));
     json weight_map = json::object();
     for (const auto& t : first) weight_map[t.name] = kShards[0];
     for (const auto& t : second) weight_map[t.name] = kShards[1];
@@ -169,10 +168,7 @@ TEST_F(Loader, TensorInTwoShardsNamesBoth) {
 // FP8 weights need their 128x128 block scales (`<weight>_scale_inv`) of the right shape.
 class Fp8Loader : public Loader {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("mlaserve-fp8-" + std::to_string(::getpid()));
-    write_random_model(tiny_config(), dir_, 1, RandomWeightFormat::FP8);
-  }
+  RandomWeightFormat weight_format() const override { return RandomWeightFormat::FP8; }
   static constexpr const char* kScale = "model.layers.1.self_attn.o_proj.weight_scale_inv";
 };
 
