@@ -5,7 +5,7 @@
 namespace mlaserve::testing {
 namespace {
 
-// MLASERVE_TEST_SKEW_COLLECTIVE=1:1 (a test-only hook in dist/collectives.cpp) makes rank 1
+// MLASERVE_TEST_SKEW_COLLECTIVE=1:1 (a test-only hook in parallel/collectives.cpp) makes rank 1
 // declare one value too many to the check at layer 1.
 TEST(CollectiveCheck, SkewedCountEndsTheJobNamingTheLayer) {
   TempDir tmp;

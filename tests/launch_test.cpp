@@ -1,4 +1,4 @@
-// Starting the ranks (engine/launch.cpp): the threads each rank gets, from a plain shell and
+// Starting the ranks (runtime/launch.cpp): the threads each rank gets, from a plain shell and
 // under an external mpirun, and an external mpirun job giving the golden logits.
 #include <optional>
 #include <thread>

@@ -13,7 +13,7 @@ namespace mlaserve::kernels {
 namespace {
 
 // Largest m that goes to the GEMV kernels. On one large weight oneDNN's packed layout streams W
-// a little faster from m = 4 (ops_bench BM_CutOver, 2048×7168: GEMV 13.9 vs 16.2 GB/s per core
+// a little faster from m = 4 (ops_microbench BM_CutOver, 2048×7168: GEMV 13.9 vs 16.2 GB/s per core
 // at m = 4), but each oneDNN call starts its OpenMP team (~20-50 µs on this VM) and runs one
 // weight at a time: at decode batch 32 a layer's 32 experts see ~6 rows each, and 448 such
 // calls per step took 64 ms where one GEMV pass over all experts streams them at the memory

@@ -1,5 +1,5 @@
 // The points where one forward step exchanges data between ranks. The model calls these in the
-// same order on every rank; the single-rank implementation moves nothing. dist/ provides the
+// same order on every rank; the single-rank implementation moves nothing. parallel/ provides the
 // MPI one (DP-attention gather/scatter, vocab-parallel reductions, dp_linear all-gather).
 #pragma once
 

@@ -111,13 +111,15 @@ void GroupScheduler::order_waiting() {
 
 // Reuses r's longest cached prefix (at least one token is left to run, for the logits) and
 // allocates slots for the rest of its prefill, if that and the expected generation fit next to
-// what the running requests are expected to need, and the extend fits max_extend.
-bool GroupScheduler::try_admit(ActiveRequest& r, int64_t max_extend) {
+// what the running requests are expected to need, and the tokens left to prefill fit
+// prefill_budget.
+bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
   cache::RadixCache::Match match = match_cached_prefix(r);
   const auto n_match = static_cast<int64_t>(match.slots.size());
   const int64_t extend = r.prefill_len - n_match;
   if (match.last) cache_.lock(match.last);
-  if (extend > max_extend || extend + expected_new_tokens(r) + decode_reservation() > available()) {
+  if (extend > prefill_budget ||
+      extend + expected_new_tokens(r) + decode_reservation() > available()) {
     if (match.last) cache_.unlock(match.last);
     return false;
   }
@@ -152,8 +154,8 @@ void GroupScheduler::release_kv(ActiveRequest& r) {
 }
 
 // The next chunk of r's prefill; the leader samples only after the last one.
-engine::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t max_tokens) {
-  engine::PlannedSequence p;
+runtime::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t max_tokens) {
+  runtime::PlannedSequence p;
   p.id = r.id;
   p.n_cached = r.n_prefilled;
   const int64_t n = std::min(max_tokens, r.prefill_len - r.n_prefilled);
@@ -167,9 +169,9 @@ engine::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t 
 }
 
 // Runs r's last sampled token, whose latent goes to a newly allocated slot.
-engine::PlannedSequence GroupScheduler::decode(ActiveRequest& r) {
+runtime::PlannedSequence GroupScheduler::decode(ActiveRequest& r) {
   r.slots.push_back(allocate(1).front());
-  engine::PlannedSequence p;
+  runtime::PlannedSequence p;
   p.id = r.id;
   p.n_cached = r.fill_len() - 1;
   p.new_tokens = {r.generated.back()};
@@ -181,7 +183,7 @@ engine::PlannedSequence GroupScheduler::decode(ActiveRequest& r) {
 
 // Waiting requests join while the chunk and prefill budgets, the running limit and the KV pool
 // allow (the first prefill of a step may exceed max_prefill_tokens, as in SGLang).
-void GroupScheduler::admit_waiting(engine::GroupPlan& plan, int64_t& chunk_budget) {
+void GroupScheduler::admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budget) {
   order_waiting();
   int64_t prefill_left = limits_.max_prefill_tokens;
   while (!waiting_.empty() && chunk_budget > 0 &&
@@ -223,7 +225,7 @@ void GroupScheduler::retract_until_decode_fits() {
 
 // Every running request has finished its prefill here (a step with prefill work never decodes)
 // and has its first token, so each runs its last sampled token.
-void GroupScheduler::decode_running(engine::GroupPlan& plan) {
+void GroupScheduler::decode_running(runtime::GroupPlan& plan) {
   retract_until_decode_fits();
   for (const auto& r : running_) {
     if (r->generated.empty())
@@ -233,8 +235,8 @@ void GroupScheduler::decode_running(engine::GroupPlan& plan) {
   new_token_ratio_ = std::max(kMinNewTokenRatio, new_token_ratio_ - kNewTokenRatioDecay);
 }
 
-engine::GroupPlan GroupScheduler::plan_step() {
-  engine::GroupPlan plan;
+runtime::GroupPlan GroupScheduler::plan_step() {
+  runtime::GroupPlan plan;
   int64_t chunk_budget = limits_.chunk_tokens;
   // Prefill first (SGLang): the chunked request continues, then waiting requests are admitted.
   for (auto& r : running_) {

@@ -11,7 +11,7 @@
 
 #include "cache/latent_kv_pool.h"
 #include "cache/radix_cache.h"
-#include "engine/plan.h"
+#include "runtime/plan.h"
 #include "sched/active_request.h"
 
 namespace mlaserve::sched {
@@ -40,7 +40,7 @@ class GroupScheduler {
   bool flush_cache();
 
   // This group's part of the next step (empty: idle).
-  engine::GroupPlan plan_step();
+  runtime::GroupPlan plan_step();
 
   // The group's requests that are admitted and not finished, by order of admission.
   const std::vector<std::shared_ptr<ActiveRequest>>& running() const { return running_; }
@@ -66,10 +66,10 @@ class GroupScheduler {
   void release_kv(ActiveRequest& r);
   void retract_until_decode_fits();
 
-  engine::PlannedSequence prefill_chunk(ActiveRequest& r, int64_t max_tokens);
-  engine::PlannedSequence decode(ActiveRequest& r);
-  void admit_waiting(engine::GroupPlan& plan, int64_t& chunk_budget);
-  void decode_running(engine::GroupPlan& plan);
+  runtime::PlannedSequence prefill_chunk(ActiveRequest& r, int64_t max_tokens);
+  runtime::PlannedSequence decode(ActiveRequest& r);
+  void admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budget);
+  void decode_running(runtime::GroupPlan& plan);
 
   GroupLimits limits_;
   cache::SlotAllocator slots_;

@@ -23,7 +23,7 @@ std::shared_ptr<ActiveRequest> request_for(uint64_t id, std::vector<int32_t> pro
 }
 
 // Simulates the engine: every sequence that samples gets the next token 100, 101, ...
-void apply_tokens(const engine::GroupPlan& plan, GroupScheduler& s) {
+void apply_tokens(const runtime::GroupPlan& plan, GroupScheduler& s) {
   for (const auto& p : plan.seqs) {
     if (!p.sample) continue;
     for (const auto& r : s.running()) {
@@ -32,8 +32,8 @@ void apply_tokens(const engine::GroupPlan& plan, GroupScheduler& s) {
   }
 }
 
-engine::GroupPlan step(GroupScheduler& s) {
-  engine::GroupPlan plan = s.plan_step();
+runtime::GroupPlan step(GroupScheduler& s) {
+  runtime::GroupPlan plan = s.plan_step();
   apply_tokens(plan, s);
   return plan;
 }
@@ -135,7 +135,7 @@ void check_retraction(bool radix_cache) {
   EXPECT_TRUE(s.remove(1));
   auto again = s.plan_step();
   ASSERT_EQ(again.seqs.size(), 1u);
-  const engine::PlannedSequence& p = again.seqs[0];
+  const runtime::PlannedSequence& p = again.seqs[0];
   EXPECT_EQ(p.id, 2u);
   std::vector<int32_t> fill = {4};
   fill.insert(fill.end(), generated_2.begin(), generated_2.end());
@@ -167,7 +167,7 @@ TEST(GroupScheduler, FinishedPromptsAreReusedByTheNextRequestWithTheSamePrefix) 
   EXPECT_EQ(s.kv_used(), 0);  // cached but unused: free for anyone who needs it
   s.enqueue(request_for(2, {1, 2, 3, 9}, 3));
   auto second = s.plan_step();
-  const engine::PlannedSequence& p = second.seqs.at(0);
+  const runtime::PlannedSequence& p = second.seqs.at(0);
   EXPECT_EQ(p.n_cached, 3);
   EXPECT_EQ(p.new_tokens, std::vector<int32_t>{9});
   EXPECT_EQ(

@@ -137,8 +137,8 @@ void ServingEngine::take_inbox() {
   }
 }
 
-void ServingEngine::apply(const std::vector<engine::SequenceResult>& results) {
-  for (const engine::SequenceResult& res : results) {
+void ServingEngine::apply(const std::vector<runtime::SequenceResult>& results) {
+  for (const runtime::SequenceResult& res : results) {
     auto it = active_.find(res.id);
     if (it == active_.end() || res.token < 0) continue;
     ActiveRequest& r = *it->second;
@@ -167,10 +167,10 @@ void ServingEngine::apply(const std::vector<engine::SequenceResult>& results) {
   }
 }
 
-bool ServingEngine::step_once(engine::Worker& worker) {
+bool ServingEngine::step_once(runtime::Worker& worker) {
   const auto started = std::chrono::steady_clock::now();
   take_inbox();
-  engine::StepPlan plan;
+  runtime::StepPlan plan;
   bool any = false;
   for (auto& g : groups_) {
     plan.groups.push_back(g.plan_step());
@@ -192,7 +192,7 @@ bool ServingEngine::step_once(engine::Worker& worker) {
   return true;
 }
 
-void ServingEngine::run(engine::Worker& worker) {
+void ServingEngine::run(runtime::Worker& worker) {
   while (!stop_) {
     if (step_once(worker)) continue;
     std::unique_lock lock(inbox_mutex_);
@@ -200,7 +200,7 @@ void ServingEngine::run(engine::Worker& worker) {
       return stop_ || !inbox_.empty() || !aborts_.empty() || !flushes_.empty();
     });
   }
-  engine::StepPlan shutdown;
+  runtime::StepPlan shutdown;
   shutdown.shutdown = true;
   worker.step(&shutdown);
 }

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "engine/worker.h"
+#include "runtime/worker.h"
 #include "sched/group_scheduler.h"
 #include "sched/load_balancer.h"
 
@@ -38,17 +38,17 @@ class ServingEngine final : public EngineHandle {
   int64_t context_length() const override { return options_.context_length; }
 
   // Rank 0's main thread: steps until stop() (from any thread or a signal handler).
-  void run(engine::Worker& worker);
+  void run(runtime::Worker& worker);
   void stop();
 
   // One round of the loop without waiting: for tests and the benchmark. Returns false if idle.
-  bool step_once(engine::Worker& worker);
+  bool step_once(runtime::Worker& worker);
 
  private:
   void take_inbox();
   bool flush_all_groups();
   void finish(ActiveRequest& r, FinishReason reason, const std::string& error = "");
-  void apply(const std::vector<engine::SequenceResult>& results);
+  void apply(const std::vector<runtime::SequenceResult>& results);
   void publish_status();
 
   EngineOptions options_;

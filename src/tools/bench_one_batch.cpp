@@ -8,10 +8,10 @@
 #include <random>
 
 #include "core/error.h"
-#include "engine/launch.h"
-#include "engine/rank_report.h"
-#include "engine/static_planner.h"
-#include "engine/worker.h"
+#include "runtime/launch.h"
+#include "runtime/rank_report.h"
+#include "runtime/static_planner.h"
+#include "runtime/worker.h"
 #include "tools/commands.h"
 #include "tools/model_options.h"
 #include "tools/parallel_options.h"
@@ -40,12 +40,12 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 // Random token ids (SGLang uses all ones; random ids give the MoE a realistic expert spread).
-std::vector<engine::StaticRequest> synthetic_batch(int64_t batch, int64_t input_len,
-                                                   int64_t output_len, int64_t vocab,
-                                                   uint64_t seed) {
+std::vector<runtime::StaticRequest> synthetic_batch(int64_t batch, int64_t input_len,
+                                                    int64_t output_len, int64_t vocab,
+                                                    uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
-  std::vector<engine::StaticRequest> requests(static_cast<size_t>(batch));
+  std::vector<runtime::StaticRequest> requests(static_cast<size_t>(batch));
   for (auto& r : requests) {
     r.prompt.resize(static_cast<size_t>(input_len));
     for (auto& t : r.prompt) t = token(rng);
@@ -54,14 +54,15 @@ std::vector<engine::StaticRequest> synthetic_batch(int64_t batch, int64_t input_
   return requests;
 }
 
-RunTimes run_once(engine::Worker& worker, int groups, std::vector<engine::StaticRequest> requests) {
+RunTimes run_once(runtime::Worker& worker, int groups,
+                  std::vector<runtime::StaticRequest> requests) {
   const auto n = static_cast<int64_t>(requests.size());
-  const int64_t kv_tokens = engine::StaticPlanner::kv_tokens_needed(requests, groups);
-  engine::StaticPlanner planner(groups, kv_tokens, std::move(requests), n);
+  const int64_t kv_tokens = runtime::StaticPlanner::kv_tokens_needed(requests, groups);
+  runtime::StaticPlanner planner(groups, kv_tokens, std::move(requests), n);
   RunTimes times;
   bool first = true;
   while (!planner.done()) {
-    const engine::StepPlan plan = planner.next_plan();
+    const runtime::StepPlan plan = planner.next_plan();
     const auto start = std::chrono::steady_clock::now();
     planner.apply(worker.step(&plan));
     const double t = seconds_since(start);
@@ -117,10 +118,11 @@ nlohmann::json report(const BenchOptions& o, int64_t bs, int64_t in, int64_t out
   return r;
 }
 
-void run_rank(const BenchOptions& o, const engine::MpiSession& mpi) {
-  const dist::Topology topo = dist::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
+void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
+  const parallel::Topology topo =
+      parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
   const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
-  dist::check_model_fits(topo, cfg);
+  parallel::check_model_fits(topo, cfg);
   const int groups = topo.instances * topo.groups_per_instance;
   int64_t kv_tokens = 0;  // enough for the largest combination, per group
   for (int64_t bs : o.batch_sizes)
@@ -130,7 +132,7 @@ void run_rank(const BenchOptions& o, const engine::MpiSession& mpi) {
             std::max(kv_tokens, (bs + groups - 1) / groups * (in + std::max<int64_t>(out, 8)));
 
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
-  engine::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     return;
@@ -181,8 +183,8 @@ void add_bench_one_batch(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the synthetic prompts")->capture_default_str();
   cmd->callback([opts] {
-    engine::run_ranks(opts->parallel.layout.world_size(),
-                      [&](const engine::MpiSession& mpi) { run_rank(*opts, mpi); });
+    runtime::run_ranks(opts->parallel.layout.world_size(),
+                       [&](const runtime::MpiSession& mpi) { run_rank(*opts, mpi); });
   });
 }
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "bench/report.h"
-#include "bench/runner.h"
+#include "bench_serving/report.h"
+#include "bench_serving/runner.h"
 #include "core/error.h"
 #include "tools/commands.h"
 
@@ -16,7 +16,7 @@ namespace mlaserve::tools {
 namespace {
 
 struct BenchServingFlags {
-  bench::BenchOptions options;
+  bench_serving::BenchOptions options;
   std::string backend = "mlaserve";
   std::string request_rate = "inf";
   bool disable_ignore_eos = false;
@@ -40,7 +40,7 @@ double parse_request_rate(const std::string& text) {
 }
 
 void add_server_flags(CLI::App& cmd, BenchServingFlags& f) {
-  bench::BenchOptions& o = f.options;
+  bench_serving::BenchOptions& o = f.options;
   cmd.add_option("--base-url", o.base_url,
                  "The server to measure, e.g. http://127.0.0.1:30000; nothing else is contacted")
       ->required();
@@ -62,7 +62,7 @@ void add_server_flags(CLI::App& cmd, BenchServingFlags& f) {
 }
 
 void add_dataset_flags(CLI::App& cmd, BenchServingFlags& f) {
-  bench::DatasetOptions& d = f.options.dataset;
+  bench_serving::DatasetOptions& d = f.options.dataset;
   cmd.add_option("--dataset", d.name,
                  "random: prompts of random vocabulary tokens, exactly --random-input-len "
                  "tokens or fewer (see --random-range-ratio); shared-prefix: --num-groups "
@@ -91,7 +91,7 @@ void add_dataset_flags(CLI::App& cmd, BenchServingFlags& f) {
 }
 
 void add_traffic_flags(CLI::App& cmd, BenchServingFlags& f) {
-  bench::BenchOptions& o = f.options;
+  bench_serving::BenchOptions& o = f.options;
   cmd.add_option("--request-rate", f.request_rate,
                  "Requests per second, arriving as a Poisson process (exponential gaps); inf "
                  "sends them all at once")
@@ -112,17 +112,18 @@ void add_traffic_flags(CLI::App& cmd, BenchServingFlags& f) {
 }
 
 void run_bench_serving(BenchServingFlags& f) {
-  bench::BenchOptions& o = f.options;
-  o.backend = bench::parse_backend(f.backend);
+  bench_serving::BenchOptions& o = f.options;
+  o.backend = bench_serving::parse_backend(f.backend);
   o.request_rate = parse_request_rate(f.request_rate);
   o.ignore_eos = !f.disable_ignore_eos;
   o.stream = !f.disable_stream;
   o.progress = !f.no_progress;
-  const bench::BenchmarkRun run = bench::run_benchmark(o, stdout);
-  std::fputs(bench::format_table(run.options, run.metrics).c_str(), stdout);
+  const bench_serving::BenchmarkRun run = bench_serving::run_benchmark(o, stdout);
+  std::fputs(bench_serving::format_table(run.options, run.metrics).c_str(), stdout);
   std::fflush(stdout);
   if (!o.output_file.empty()) {
-    bench::append_jsonl(o.output_file, bench::result_record(run.options, run.metrics));
+    bench_serving::append_jsonl(o.output_file,
+                                bench_serving::result_record(run.options, run.metrics));
   }
 }
 

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "engine/launch.h"
-#include "engine/rank_report.h"
-#include "engine/static_planner.h"
-#include "engine/worker.h"
+#include "runtime/launch.h"
+#include "runtime/rank_report.h"
+#include "runtime/static_planner.h"
+#include "runtime/worker.h"
 #include "tools/commands.h"
 #include "tools/json_input.h"
 #include "tools/model_options.h"
@@ -32,16 +32,16 @@ struct EvalOptions {
   bool all_logits = false, step_logits = false;
 };
 
-std::vector<engine::StaticRequest> read_requests(const EvalOptions& o) {
+std::vector<runtime::StaticRequest> read_requests(const EvalOptions& o) {
   const json j = read_json_file(o.input);
   if (!j.is_object() || !j.contains("prompts") || !j["prompts"].is_array()) {
     fail("{}: expected {{\"prompts\": [{{\"ids\": [...]}}, ...]}}", o.input);
   }
-  std::vector<engine::StaticRequest> requests;
+  std::vector<runtime::StaticRequest> requests;
   for (const auto& p : j["prompts"]) {
     if (!p.is_object() || !p.contains("ids"))
       fail("{}: each prompt needs an \"ids\" array", o.input);
-    engine::StaticRequest r;
+    runtime::StaticRequest r;
     r.prompt = read_token_ids(p["ids"], fmt::format("{}: prompt {}", o.input, requests.size()));
     r.max_new_tokens = o.max_new_tokens;
     r.all_logits = o.all_logits;
@@ -60,8 +60,8 @@ json rows_json(const std::vector<float>& data, int64_t width) {
   return out;
 }
 
-json output_json(const std::vector<engine::StaticRequest>& requests,
-                 const std::vector<engine::StaticOutput>& outputs, const EvalOptions& o,
+json output_json(const std::vector<runtime::StaticRequest>& requests,
+                 const std::vector<runtime::StaticOutput>& outputs, const EvalOptions& o,
                  int64_t V) {
   json prompts = json::array();
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -79,33 +79,34 @@ json output_json(const std::vector<engine::StaticRequest>& requests,
   return {{"prompts", prompts}};
 }
 
-void run_rank(const EvalOptions& o, const engine::MpiSession& mpi) {
-  const dist::Topology topo = dist::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
-  dist::check_model_fits(topo, model::ModelConfig::load(o.model.model_dir));
-  std::vector<engine::StaticRequest> requests;
+void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
+  const parallel::Topology topo =
+      parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
+  parallel::check_model_fits(topo, model::ModelConfig::load(o.model.model_dir));
+  std::vector<runtime::StaticRequest> requests;
   const int groups = topo.instances * topo.groups_per_instance;
   int64_t kv_tokens = 0;
   if (mpi.rank() == 0) {
     requests = read_requests(o);
-    kv_tokens = engine::StaticPlanner::kv_tokens_needed(requests, groups);
+    kv_tokens = runtime::StaticPlanner::kv_tokens_needed(requests, groups);
   }
   MPI_Bcast(&kv_tokens, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
 
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
-  engine::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
-    engine::gather_rank_reports(worker);
+    runtime::gather_rank_reports(worker);
     return;
   }
   const auto n = static_cast<int64_t>(requests.size());
-  engine::StaticPlanner planner(groups, kv_tokens, requests,
-                                o.prefill_per_step > 0 ? o.prefill_per_step : n);
+  runtime::StaticPlanner planner(groups, kv_tokens, requests,
+                                 o.prefill_per_step > 0 ? o.prefill_per_step : n);
   run_until_done(worker, planner);
   shut_down_followers(worker);
 
   json result = output_json(requests, planner.outputs(), o, model.config().vocab_size);
-  result["ranks"] = engine::gather_rank_reports(worker);
+  result["ranks"] = runtime::gather_rank_reports(worker);
   std::ofstream out(o.output);
   if (!out) fail("cannot write --output {}", o.output);
   out << result.dump() << "\n";
@@ -141,8 +142,8 @@ void add_eval(CLI::App& app) {
   cmd->add_flag("--step-logits", opts->step_logits,
                 "Also write \"greedy_logits\": the logits each greedy token was chosen from");
   cmd->callback([opts] {
-    engine::run_ranks(opts->parallel.layout.world_size(),
-                      [&](const engine::MpiSession& mpi) { run_rank(*opts, mpi); });
+    runtime::run_ranks(opts->parallel.layout.world_size(),
+                       [&](const runtime::MpiSession& mpi) { run_rank(*opts, mpi); });
   });
 }
 

@@ -5,11 +5,11 @@
 #include <exception>
 
 #include "core/error.h"
-#include "engine/launch.h"
+#include "runtime/launch.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
-  mlaserve::engine::set_command_line(argc, argv);
+  mlaserve::runtime::set_command_line(argc, argv);
   CLI::App app{"mlaserve: serve DeepSeek-style (MLA + MoE) models on CPUs over MPI ranks"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

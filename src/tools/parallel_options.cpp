@@ -47,9 +47,9 @@ void ParallelFlags::add_to(CLI::App& cmd) {
       "default in Debug builds)");
 }
 
-dist::StepCommOptions ParallelFlags::comm_options() const {
-  dist::StepCommOptions o;
-  o.padding = dist::parse_padding_policy(dp_padding);
+parallel::StepCommOptions ParallelFlags::comm_options() const {
+  parallel::StepCommOptions o;
+  o.padding = parallel::parse_padding_policy(dp_padding);
   o.dp_linear_min_tokens = layout.dp_linear ? dp_linear_min_tokens : 0;
   o.check_collectives = check_collectives;
   return o;

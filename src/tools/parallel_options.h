@@ -4,19 +4,19 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "dist/mpi_step_comm.h"
-#include "dist/topology.h"
+#include "parallel/mpi_step_comm.h"
+#include "parallel/topology.h"
 
 namespace mlaserve::tools {
 
 struct ParallelFlags {
-  dist::ParallelOptions layout;
+  parallel::ParallelOptions layout;
   std::string dp_padding = "auto";
   int64_t dp_linear_min_tokens = 64;
   bool check_collectives = false;
 
   void add_to(CLI::App& cmd);
-  dist::StepCommOptions comm_options() const;
+  parallel::StepCommOptions comm_options() const;
 };
 
 }  // namespace mlaserve::tools

@@ -16,9 +16,9 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "engine/launch.h"
-#include "engine/static_planner.h"
-#include "engine/worker.h"
+#include "runtime/launch.h"
+#include "runtime/static_planner.h"
+#include "runtime/worker.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/json_input.h"
@@ -61,11 +61,11 @@ class Windows {
 
   // Requests for windows first.. (at most n of them): [BOS] + window[:-1], logits at every
   // position.
-  std::vector<engine::StaticRequest> requests(int64_t first, int64_t n) const {
-    std::vector<engine::StaticRequest> out;
+  std::vector<runtime::StaticRequest> requests(int64_t first, int64_t n) const {
+    std::vector<runtime::StaticRequest> out;
     for (int64_t i = first; i < std::min(first + n, count()); ++i) {
       const std::span<const int32_t> window = targets(i);
-      engine::StaticRequest r;
+      runtime::StaticRequest r;
       r.prompt.push_back(bos_);
       r.prompt.insert(r.prompt.end(), window.begin(), window.end() - 1);
       r.all_logits = true;
@@ -208,15 +208,15 @@ class Progress {
 
 // Rank 0: runs the windows a step's worth at a time (dealt over the DP groups by the planner) and
 // returns the mean NLL over all targets. One planner per step keeps only that step's logits.
-double mean_nll(engine::Worker& worker, int groups, const Windows& windows, int64_t per_step) {
+double mean_nll(runtime::Worker& worker, int groups, const Windows& windows, int64_t per_step) {
   const int64_t vocab = worker.model().config().vocab_size;
   Progress progress(windows.count());
   double nll = 0;
   int64_t scored = 0;
   for (int64_t first = 0; first < windows.count(); first += per_step) {
-    std::vector<engine::StaticRequest> batch = windows.requests(first, per_step);
+    std::vector<runtime::StaticRequest> batch = windows.requests(first, per_step);
     const auto n = static_cast<int64_t>(batch.size());
-    engine::StaticPlanner planner(groups, worker.kv_capacity_tokens(), std::move(batch), n);
+    runtime::StaticPlanner planner(groups, worker.kv_capacity_tokens(), std::move(batch), n);
     run_until_done(worker, planner);
     for (int64_t i = 0; i < n; ++i) {
       const std::span<const int32_t> targets = windows.targets(first + i);
@@ -230,17 +230,18 @@ double mean_nll(engine::Worker& worker, int groups, const Windows& windows, int6
 }
 
 void run_rank(const PerplexityOptions& o, const model::ModelConfig& cfg, const Windows& windows,
-              const engine::MpiSession& mpi) {
-  const dist::Topology topo = dist::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
-  dist::check_model_fits(topo, cfg);
+              const runtime::MpiSession& mpi) {
+  const parallel::Topology topo =
+      parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
+  parallel::check_model_fits(topo, cfg);
   const int groups = topo.instances * topo.groups_per_instance;
   const int64_t per_step = o.windows_per_step > 0 ? o.windows_per_step : kWindowsPerGroup * groups;
   // The first step is the largest: full windows, as many as a step takes.
   const int64_t kv_tokens =
-      engine::StaticPlanner::kv_tokens_needed(windows.requests(0, per_step), groups);
+      runtime::StaticPlanner::kv_tokens_needed(windows.requests(0, per_step), groups);
 
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
-  engine::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     return;
@@ -285,8 +286,8 @@ void add_perplexity(CLI::App& app) {
   cmd->callback([opts] {
     const model::ModelConfig cfg = model::ModelConfig::load(opts->model.model_dir);
     const Windows windows = read_windows(*opts, cfg);
-    engine::run_ranks(opts->parallel.layout.world_size(),
-                      [&](const engine::MpiSession& mpi) { run_rank(*opts, cfg, windows, mpi); });
+    runtime::run_ranks(opts->parallel.layout.world_size(),
+                       [&](const runtime::MpiSession& mpi) { run_rank(*opts, cfg, windows, mpi); });
   });
 }
 

@@ -2,21 +2,21 @@
 
 namespace mlaserve::tools {
 
-void follow_rank0(engine::Worker& worker) {
-  engine::StepPlan plan;
+void follow_rank0(runtime::Worker& worker) {
+  runtime::StepPlan plan;
   do worker.step(nullptr, &plan);
   while (!plan.shutdown);
 }
 
-void run_until_done(engine::Worker& worker, engine::StaticPlanner& planner) {
+void run_until_done(runtime::Worker& worker, runtime::StaticPlanner& planner) {
   while (!planner.done()) {
-    const engine::StepPlan plan = planner.next_plan();
+    const runtime::StepPlan plan = planner.next_plan();
     planner.apply(worker.step(&plan));
   }
 }
 
-void shut_down_followers(engine::Worker& worker) {
-  engine::StepPlan shutdown;
+void shut_down_followers(runtime::Worker& worker) {
+  runtime::StepPlan shutdown;
   shutdown.shutdown = true;
   worker.step(&shutdown);
 }

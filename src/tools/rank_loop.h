@@ -2,18 +2,18 @@
 // plans until it sends the shutdown plan (serve's rank 0 loop is ServingEngine::run).
 #pragma once
 
-#include "engine/static_planner.h"
-#include "engine/worker.h"
+#include "runtime/static_planner.h"
+#include "runtime/worker.h"
 
 namespace mlaserve::tools {
 
 // Ranks other than 0: run the steps rank 0 broadcasts, until its shutdown plan.
-void follow_rank0(engine::Worker& worker);
+void follow_rank0(runtime::Worker& worker);
 
 // Rank 0: runs steps until every request of `planner` is done.
-void run_until_done(engine::Worker& worker, engine::StaticPlanner& planner);
+void run_until_done(runtime::Worker& worker, runtime::StaticPlanner& planner);
 
 // Rank 0: sends the shutdown plan that ends follow_rank0 on the other ranks.
-void shut_down_followers(engine::Worker& worker);
+void shut_down_followers(runtime::Worker& worker);
 
 }  // namespace mlaserve::tools

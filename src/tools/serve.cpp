@@ -5,9 +5,9 @@
 #include <csignal>
 
 #include "core/error.h"
-#include "dist/kv_capacity.h"
-#include "engine/launch.h"
-#include "engine/worker.h"
+#include "parallel/kv_capacity.h"
+#include "runtime/launch.h"
+#include "runtime/worker.h"
 #include "sched/serving_engine.h"
 #include "server/http_server.h"
 #include "tools/commands.h"
@@ -49,9 +49,9 @@ void resolve_defaults(ServeOptions& o) {
     o.http.model_name = std::filesystem::path(o.model.model_dir).filename().string();
 }
 
-sched::EngineOptions engine_options(const ServeOptions& o, const dist::Topology& topo,
+sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topology& topo,
                                     const model::ModelConfig& cfg) {
-  const dist::KvCapacity kv = dist::kv_capacity(topo, cfg, o.kv_cache_mib << 20);
+  const parallel::KvCapacity kv = parallel::kv_capacity(topo, cfg, o.kv_cache_mib << 20);
   if (kv.per_rank_tokens < 1)
     fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib,
          kv.bytes_per_token);
@@ -94,16 +94,17 @@ sched::EngineOptions engine_options(const ServeOptions& o, const dist::Topology&
   return e;
 }
 
-void run_rank(ServeOptions o, const engine::MpiSession& mpi) {
+void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   resolve_defaults(o);
-  const dist::Topology topo = dist::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
+  const parallel::Topology topo =
+      parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
   const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
-  dist::check_model_fits(topo, cfg);
+  parallel::check_model_fits(topo, cfg);
   const sched::EngineOptions eo = engine_options(o, topo, cfg);
   model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
   spdlog::info("serve: rank {} holds {:.1f} MB of weights", mpi.rank(),
                static_cast<double>(model.resident_weight_bytes()) / 1e6);
-  engine::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
   if (mpi.rank() != 0) return follow_rank0(worker);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
   sched::ServingEngine engine(topo.instances * topo.groups_per_instance, eo);
@@ -181,8 +182,8 @@ void add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"round_robin", "minimum_tokens", "cache_aware"}))
       ->capture_default_str();
   cmd->callback([o] {
-    engine::run_ranks(o->parallel.layout.world_size(),
-                      [&](const engine::MpiSession& mpi) { run_rank(*o, mpi); });
+    runtime::run_ranks(o->parallel.layout.world_size(),
+                       [&](const runtime::MpiSession& mpi) { run_rank(*o, mpi); });
   });
 }
 

@@ -1,0 +1,73 @@
+#include "bench_serving/metrics.h"
+
+#include "bench_serving/stats.h"
+
+namespace mlaserve::bench_serving {
+
+Distribution summarize_ms(std::span<const double> seconds) {
+  constexpr double kMs = 1000.0;
+  return {
+      .mean = mean(seconds) * kMs,
+      .median = median(seconds) * kMs,
+      .std = standard_deviation(seconds) * kMs,
+      .p95 = percentile(seconds, 95.0) * kMs,
+      .p99 = percentile(seconds, 99.0) * kMs,
+      .max = maximum(seconds) * kMs,
+  };
+}
+
+namespace {
+
+// The per-request samples that the distributions are computed from.
+struct Samples {
+  std::vector<double> e2e, ttft, tpot, itl;
+};
+
+void add_success(const RequestResult& result, BenchmarkMetrics& metrics, Samples& samples) {
+  ++metrics.completed;
+  metrics.total_input += result.prompt_len;
+  metrics.total_output += result.output_len;
+  metrics.total_output_retokenized += result.retokenized_len;
+  samples.e2e.push_back(result.latency);
+  samples.ttft.push_back(result.ttft);
+  if (result.output_len > 1) {
+    samples.tpot.push_back((result.latency - result.ttft) /
+                           static_cast<double>(result.output_len - 1));
+  }
+  samples.itl.insert(samples.itl.end(), result.itl.begin(), result.itl.end());
+}
+
+void add_throughputs(BenchmarkMetrics& m) {
+  if (m.duration_s <= 0.0) return;
+  const double d = m.duration_s;
+  m.request_throughput = static_cast<double>(m.completed) / d;
+  m.input_throughput = static_cast<double>(m.total_input) / d;
+  m.output_throughput = static_cast<double>(m.total_output) / d;
+  m.total_throughput = static_cast<double>(m.total_input + m.total_output) / d;
+}
+
+}  // namespace
+
+BenchmarkMetrics compute_metrics(std::span<const RequestResult> results, double duration_s) {
+  BenchmarkMetrics metrics;
+  metrics.duration_s = duration_s;
+  Samples samples;
+  for (const RequestResult& result : results) {
+    if (result.success) {
+      add_success(result, metrics, samples);
+    } else if (metrics.failed++ == 0) {
+      metrics.first_error = result.error;
+    }
+  }
+  add_throughputs(metrics);
+  double e2e_sum = 0.0;
+  for (const double latency : samples.e2e) e2e_sum += latency;
+  if (duration_s > 0.0) metrics.concurrency = e2e_sum / duration_s;
+  metrics.e2e_ms = summarize_ms(samples.e2e);
+  metrics.ttft_ms = summarize_ms(samples.ttft);
+  metrics.tpot_ms = summarize_ms(samples.tpot);
+  metrics.itl_ms = summarize_ms(samples.itl);
+  return metrics;
+}
+
+}  // namespace mlaserve::bench_serving

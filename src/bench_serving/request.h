@@ -1,0 +1,28 @@
+// Sends one benchmark request and measures it.
+#pragma once
+
+#include <string>
+
+#include "bench_serving/backend.h"
+#include "bench_serving/http_client.h"
+#include "bench_serving/metrics.h"
+
+namespace mlaserve::bench_serving {
+
+struct RequestSettings {
+  Backend backend = Backend::Mlaserve;
+  bool stream = true;
+  bool ignore_eos = true;
+  std::string model;  // for the OpenAI backends
+};
+
+// Never throws for what the server does: a refused connection, an HTTP error, a timeout, a
+// malformed chunk or a stream without tokens make a failed result carrying the reason.
+// output_len is the server's count; when a server reports none, a stream counts the tokens
+// its chunks carried, and a whole response leaves 0 (the caller may count the text).
+// retokenized_len is left for the caller, who re-encodes after the run so that encoding does
+// not compete with the server for the CPU while it is being measured.
+RequestResult send_request(const HttpClient& client, const RequestSettings& settings,
+                           const std::string& prompt, int64_t prompt_len, int64_t max_tokens);
+
+}  // namespace mlaserve::bench_serving

@@ -1,0 +1,22 @@
+// How many tokens of latent KV cache a memory budget holds (DESIGN "MLA"). The latent has one
+// head, so pure TP stores every token on every rank; DP attention partitions tokens across the
+// groups, which multiplies an instance's capacity by dp at the same per-rank budget.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+#include "parallel/topology.h"
+
+namespace mlaserve::parallel {
+
+struct KvCapacity {
+  int64_t bytes_per_token = 0;  // layers * (kv_lora_rank + qk_rope_head_dim) * sizeof(float)
+  int64_t per_rank_tokens = 0;  // slots in this rank's pool
+  int64_t instance_tokens = 0;  // distinct tokens one model instance can hold
+};
+
+KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config,
+                       int64_t budget_bytes_per_rank);
+
+}  // namespace mlaserve::parallel

@@ -1,0 +1,185 @@
+#include "parallel/mpi_step_comm.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace mlaserve::parallel {
+
+Communicators::Communicators(const Topology& t) {
+  MPI_Comm_split(world, t.instance, t.layout.tp_rank, &tp);
+  MPI_Comm_split(tp, t.group_in_instance(), t.layout.attn_tp_rank, &attn_tp);
+  MPI_Comm_split(tp, t.layout.attn_tp_rank, t.group_in_instance(), &cross_dp);
+}
+
+Communicators::~Communicators() {
+  for (MPI_Comm* c : {&cross_dp, &attn_tp, &tp}) {
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  }
+}
+
+MpiStepComm::MpiStepComm(const Topology& topology, const Communicators& comms,
+                         const StepCommOptions& options)
+    : topology_(topology),
+      options_(options),
+      tp_(comms.tp, "tp", &stats_, options.check_collectives),
+      attn_tp_(comms.attn_tp, "attn_tp", &stats_, options.check_collectives),
+      cross_dp_(comms.cross_dp, "cross_dp", &stats_, options.check_collectives) {}
+
+void MpiStepComm::begin_step(const std::vector<int64_t>& group_rows, bool any_extend) {
+  if (static_cast<int>(group_rows.size()) != topology_.groups_per_instance) {
+    fail("internal: step has {} group counts for {} groups", group_rows.size(),
+         topology_.groups_per_instance);
+  }
+  any_extend_ = any_extend;
+  gather_ = plan_gather(group_rows, any_extend, options_.padding);
+  scatter_ = plan_scatter(gather_, attn_tp_.size());
+  padded_rows_total_ += gather_.padded_rows();
+  begin_layer(-1);  // the embedding's collectives come before layer 0; the check names it -1
+}
+
+void MpiStepComm::begin_layer(int64_t layer) {
+  for (Collectives* c : {&tp_, &attn_tp_, &cross_dp_}) c->set_layer(layer);
+}
+
+bool MpiStepComm::shard_tokens(int64_t n_tokens) const {
+  return options_.dp_linear_min_tokens > 0 && any_extend_ && attn_tp_.size() > 1 &&
+         n_tokens >= std::max<int64_t>(options_.dp_linear_min_tokens, attn_tp_.size());
+}
+
+model::Range MpiStepComm::token_shard(int64_t n_tokens) const {
+  return model::shard_range(n_tokens, attn_tp_.rank(), attn_tp_.size());
+}
+
+void MpiStepComm::gather_token_rows(const float* shard, int64_t n_tokens, int64_t width,
+                                    float* rows) {
+  std::vector<int64_t> counts(static_cast<size_t>(attn_tp_.size()));
+  for (int r = 0; r < attn_tp_.size(); ++r)
+    counts[static_cast<size_t>(r)] =
+        model::shard_range(n_tokens, r, attn_tp_.size()).size() * width;
+  attn_tp_.all_gather_v(shard, counts, rows);
+}
+
+void MpiStepComm::sum_over_attn_tp(float* data, int64_t count) {
+  attn_tp_.all_reduce_sum(data, count);
+}
+
+void MpiStepComm::attention_to_mlp(const float* attn_partial, float* residual, int64_t n_local,
+                                   int64_t hidden, std::vector<float>& mlp_input) {
+  const int group = topology_.group_in_instance();
+  const int64_t offset = gather_.offsets[static_cast<size_t>(group)] * hidden;
+  const int64_t local = n_local * hidden;
+  if (gather_.mode == PaddingMode::SumLen || gather_.mode == PaddingMode::Legacy) {
+    // One all-reduce over tp does both the o_proj reduction and the DP gather: each rank adds
+    // its partial rows at its group's offset, the group leader also adds the residual.
+    mlp_input.assign(static_cast<size_t>(gather_.mlp_rows * hidden), 0.0f);
+    float* mine = mlp_input.data() + offset;
+    std::copy_n(attn_partial, local, mine);
+    if (topology_.group_leader()) {
+      for (int64_t i = 0; i < local; ++i) mine[i] += residual[i];
+    }
+    tp_.all_reduce_sum(mlp_input.data(), gather_.mlp_rows * hidden);
+    std::copy_n(mine, local, residual);
+    return;
+  }
+  // MaxLen / Exact: complete the o_proj sum inside the group, then gather groups' rows.
+  std::vector<float> summed(attn_partial, attn_partial + local);
+  attn_tp_.all_reduce_sum(summed.data(), local);
+  for (int64_t i = 0; i < local; ++i) residual[i] += summed[static_cast<size_t>(i)];
+  gather_reduced_rows(residual, hidden, mlp_input);
+}
+
+// Every group's residual rows into mlp_input [N, hidden] over the ranks with the same attn_tp
+// rank: fixed-size padded blocks (MaxLen) or exact counts (Exact).
+void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden,
+                                      std::vector<float>& mlp_input) {
+  const int group = topology_.group_in_instance();
+  const int64_t n_local = gather_.rows[static_cast<size_t>(group)];
+  mlp_input.resize(static_cast<size_t>(gather_.mlp_rows * hidden));
+  if (gather_.mode == PaddingMode::Exact) {
+    std::vector<int64_t> counts;
+    for (int64_t rows : gather_.rows) counts.push_back(rows * hidden);
+    cross_dp_.all_gather_v(local, counts, mlp_input.data());
+    return;
+  }
+  const int64_t block = gather_.max_rows * hidden;
+  std::vector<float> padded(static_cast<size_t>(block), 0.0f),
+      all(static_cast<size_t>(block * cross_dp_.size()));
+  std::copy_n(local, n_local * hidden, padded.data());
+  cross_dp_.all_gather(padded.data(), block, all.data());
+  for (size_t d = 0; d < gather_.rows.size(); ++d) {
+    std::copy_n(all.data() + static_cast<int64_t>(d) * block, gather_.rows[d] * hidden,
+                mlp_input.data() + gather_.offsets[d] * hidden);
+  }
+}
+
+void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
+                                   int64_t hidden) {
+  const ScatterLayout& s = scatter_;
+  std::vector<float> summed;
+  const float* mine = nullptr;  // this group's summed rows [n_local, hidden]
+  if (s.mode == ScatterMode::AllReduce) {
+    summed.assign(mlp_partial, mlp_partial + s.buffer_rows * hidden);
+    tp_.all_reduce_sum(summed.data(), s.buffer_rows * hidden);
+    mine =
+        summed.data() + s.group_start[static_cast<size_t>(topology_.group_in_instance())] * hidden;
+  } else {
+    summed = reduce_scatter_group_rows(mlp_partial, hidden);
+    mine = summed.data();
+  }
+  for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
+}
+
+// Reduce-scatter over tp (this rank gets its shard of its group's rows), then all-gather the
+// shards over attn_tp (research B.4; see plan_scatter). Returns the group's summed rows.
+std::vector<float> MpiStepComm::reduce_scatter_group_rows(const float* mlp_partial,
+                                                          int64_t hidden) {
+  const ScatterLayout& s = scatter_;
+  const int group = topology_.group_in_instance(), P = attn_tp_.size();
+  std::vector<int64_t> counts;  // values per tp rank
+  for (int64_t rows : s.rank_rows) counts.push_back(rows * hidden);
+  const std::vector<int64_t> group_counts(counts.begin() + group * P,
+                                          counts.begin() + (group + 1) * P);
+  std::vector<float> shard(static_cast<size_t>(counts[static_cast<size_t>(tp_.rank())]));
+  if (s.mode == ScatterMode::ReduceScatterBlock) {
+    // The MLP ran on the groups' rows back to back; pad each group to its blocks.
+    std::vector<float> padded(static_cast<size_t>(s.buffer_rows * hidden), 0.0f);
+    for (size_t d = 0; d < gather_.rows.size(); ++d) {
+      std::copy_n(mlp_partial + gather_.offsets[d] * hidden, gather_.rows[d] * hidden,
+                  padded.data() + s.group_start[d] * hidden);
+    }
+    tp_.reduce_scatter(padded.data(), counts.front(), shard.data());
+  } else {
+    tp_.reduce_scatter_v(mlp_partial, counts, shard.data());
+  }
+  if (P == 1) return shard;
+  std::vector<float> rows(
+      static_cast<size_t>(std::accumulate(group_counts.begin(), group_counts.end(), int64_t{0})));
+  if (s.mode == ScatterMode::ReduceScatterBlock) {
+    attn_tp_.all_gather(shard.data(), counts.front(), rows.data());
+  } else {
+    attn_tp_.all_gather_v(shard.data(), group_counts, rows.data());
+  }
+  return rows;
+}
+
+void MpiStepComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
+                               float* logits) {
+  const int P = attn_tp_.size();
+  std::vector<int64_t> counts(static_cast<size_t>(P));
+  for (int r = 0; r < P; ++r)
+    counts[static_cast<size_t>(r)] = rows * model::shard_range(vocab, r, P).size();
+  std::vector<float> blocks(static_cast<size_t>(rows * vocab));
+  attn_tp_.all_gather_v(logits_shard, counts, blocks.data());
+  // blocks: [rank][rows][shard] -> logits: [rows][vocab]
+  int64_t at = 0;
+  for (int r = 0; r < P; ++r) {
+    const model::Range range = model::shard_range(vocab, r, P);
+    for (int64_t row = 0; row < rows; ++row, at += range.size()) {
+      std::copy_n(blocks.data() + at, range.size(), logits + row * vocab + range.begin);
+    }
+  }
+}
+
+}  // namespace mlaserve::parallel

@@ -1,0 +1,54 @@
+// The control plane's messages (DESIGN "Control plane"): rank 0 decides each step's work for
+// every DP group as a StepPlan and broadcasts it; every rank derives its forward input, token
+// counts and collective sizes from the same plan, so collectives match by construction.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sampling/sampling.h"
+
+namespace mlaserve::runtime {
+
+struct PlannedSequence {
+  uint64_t id = 0;
+  int64_t n_cached = 0;             // tokens already in the group's KV pool
+  std::vector<int32_t> new_tokens;  // tokens to run now: a prompt (chunk) or the last sampled token
+  std::vector<int32_t> kv_slots;    // pool slots of all n_cached + new tokens, in order
+  bool all_logits = false;          // logits for every new token, not just the last
+  bool return_logits = false;       // send the logits rows back to rank 0 (eval)
+  bool sample = true;  // pick a token from the last row (false: a non-final prefill chunk)
+  sampling::SamplingParams sampling{.temperature =
+                                        0.0f};  // the leader keeps one sampler per request
+  int32_t top_logprobs = -1;  // -1: no logprobs; n >= 0: chosen token's logprob and n alternatives
+};
+
+struct GroupPlan {
+  std::vector<PlannedSequence> seqs;
+  int64_t n_tokens() const;
+  bool extend() const;  // any sequence runs a prompt (more than one token or nothing cached)
+};
+
+struct StepPlan {
+  bool shutdown = false;
+  std::vector<GroupPlan> groups;   // one per DP group (attention group, or replica)
+  std::vector<uint64_t> released;  // requests that ended: leaders drop their samplers
+
+  std::vector<uint8_t> encode() const;
+  static StepPlan decode(std::span<const uint8_t> bytes);
+};
+
+// What a group leader sends back for each sequence of the step.
+struct SequenceResult {
+  uint64_t id = 0;
+  int32_t token = -1;    // the sampled (or greedy) next token; -1 when not sampled
+  float logprob = 0.0f;  // when top_logprobs >= 0
+  std::vector<sampling::TokenLogprob> top;  // when top_logprobs > 0
+  std::vector<float> logits;                // [rows, vocab] when return_logits
+};
+
+std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results);
+std::vector<SequenceResult> decode_results(std::span<const uint8_t> bytes);
+
+}  // namespace mlaserve::runtime

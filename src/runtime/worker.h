@@ -1,0 +1,58 @@
+// What every rank runs each step: receive the plan from rank 0, run this rank's share of the
+// forward (its group's tokens, its shards, every collective), and let the group leaders send
+// their sequences' results back to rank 0.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "cache/latent_kv_pool.h"
+#include "model/deepseek.h"
+#include "parallel/mpi_step_comm.h"
+#include "runtime/plan.h"
+
+namespace mlaserve::runtime {
+
+struct WorkerOptions {
+  int64_t kv_capacity_tokens = 0;  // latent KV slots per rank
+  parallel::StepCommOptions comm;
+};
+
+struct StepStats {
+  int64_t steps = 0;
+  int64_t padded_rows = 0;  // MLP rows beyond the real tokens (non-zero only in legacy padding)
+};
+
+class Worker {
+ public:
+  Worker(const parallel::Topology& topology, model::DeepseekModel& model,
+         const WorkerOptions& options);
+  ~Worker();
+
+  // Collective over the world: rank 0 passes the plan, the other ranks nullptr. Returns, on
+  // rank 0, every group's results; an empty vector elsewhere. A shutdown plan returns at once.
+  std::vector<SequenceResult> step(const StepPlan* plan_on_rank0, StepPlan* received = nullptr);
+
+  const parallel::Topology& topology() const { return topology_; }
+  model::DeepseekModel& model() { return model_; }
+  const StepStats& stats() const { return stats_; }
+  const parallel::CommStats& comm_stats() const { return step_comm_.stats(); }
+  int64_t kv_capacity_tokens() const { return kv_.capacity(); }
+
+ private:
+  StepPlan broadcast_plan(const StepPlan* plan);
+  std::vector<SequenceResult> run(const StepPlan& plan);
+  std::vector<SequenceResult> gather_results(const std::vector<SequenceResult>& mine);
+  SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
+
+  const parallel::Topology& topology_;
+  model::DeepseekModel& model_;
+  parallel::Communicators communicators_;
+  parallel::MpiStepComm step_comm_;
+  cache::LatentKvPool kv_;
+  StepStats stats_;
+  std::unordered_map<uint64_t, sampling::Sampler>
+      samplers_;  // group leaders: one per sampled request
+};
+
+}  // namespace mlaserve::runtime
