@@ -4,7 +4,7 @@
 #
 #   bench/side_by_side.sh MLASERVE_BIN MODEL_DIR GGUF LLAMA_BENCH [ROUNDS] [OUT_DIR]
 #
-# MODEL_DIR: `mlaserve make-model --config ../shared/bench/bench-500m.config.json --out DIR`;
+# MODEL_DIR: `mlaserve make-model --config bench/bench-500m.config.json --out DIR`;
 # GGUF: the same weights converted by bench/hf_to_gguf.py. Each round runs, in order: ours bf16
 # batch 1 (input 512, output 64: prefill of 512 tokens, then decode at depth 512), llama.cpp
 # pp512 and tg64 at depth 512 (-d 512, so that decode attends over the same 512 tokens), ours

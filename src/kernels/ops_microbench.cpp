@@ -1,13 +1,13 @@
-// Microbenchmarks of the fast path against this machine's ceilings (shared/research/
-// machine.md): ~28 GB/s streaming read per core (55 GB/s both), 221 GFLOP/s fp32 FMA and
+// Microbenchmarks of the fast path against the ceilings measured on this machine kind (2 vCPU
+// AMD Zen 5): ~28 GB/s streaming read per core (55 GB/s both), 221 GFLOP/s fp32 FMA and
 // 408 GFLOP/s bf16 dot per core. Run with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive.
 //
 // Decode GEMV cycles through distinct weight copies totalling > 256 MB, so every pass streams
 // W from DRAM as in a real decode step; the counter W_B/s is the weight stream rate.
 // Timings are wall-clock (UseRealTime), since the work runs on OpenMP threads. The machine is
 // shared, so each rate also comes per CPU-second (suffix _per_core): work / process CPU time,
-// the rate one core delivers while the kernel actually holds it (machine.md's "CPU-normalised"
-// figure divided by the thread count). Compare it with the per-core ceilings.
+// the rate one core delivers while the kernel actually holds it (a "CPU-normalised" figure
+// divided by the thread count). Compare it with the per-core ceilings.
 #include <benchmark/benchmark.h>
 
 #include <ctime>

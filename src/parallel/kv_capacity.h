@@ -1,6 +1,7 @@
-// How many tokens of latent KV cache a memory budget holds (DESIGN "MLA"). The latent has one
-// head, so pure TP stores every token on every rank; DP attention partitions tokens across the
-// groups, which multiplies an instance's capacity by dp at the same per-rank budget.
+// How many tokens of latent KV cache a memory budget holds. The latent (kv_lora_rank +
+// qk_rope_head_dim values per token per layer) has one head, so pure TP stores every token on
+// every rank; DP attention partitions tokens across the groups, which multiplies an instance's
+// capacity by dp at the same per-rank budget.
 #pragma once
 
 #include <cstdint>

@@ -132,7 +132,7 @@ void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, in
 }
 
 // Reduce-scatter over tp (this rank gets its shard of its group's rows), then all-gather the
-// shards over attn_tp (research B.4; see plan_scatter). Returns the group's summed rows.
+// shards over attn_tp (see plan_scatter). Returns the group's summed rows.
 std::vector<float> MpiStepComm::reduce_scatter_group_rows(const float* mlp_partial,
                                                           int64_t hidden) {
   const ScatterLayout& s = scatter_;

@@ -1,5 +1,5 @@
 // StepComm over MPI: the DP-attention gather/scatter, vocab-parallel reductions and the
-// dp_linear all-gather, on the communicators of research A.
+// dp_linear all-gather, on the tp / attn_tp / cross_dp communicators below.
 #pragma once
 
 #include <mpi.h>

@@ -1,5 +1,6 @@
-// How the attention -> MLP gather lays out the DP groups' rows (research B.4, C.3). One pure
-// function of the step's per-group token counts, so every rank picks the same mode.
+// How the attention -> MLP gather lays out the DP groups' rows, and how the MLP -> attention
+// scatter hands them back. One pure function of the step's per-group token counts, so every rank
+// picks the same mode.
 #pragma once
 
 #include <cstdint>
@@ -29,21 +30,21 @@ struct GatherLayout {
   int64_t padded_rows() const { return mlp_rows - real_rows; }
 };
 
-// Auto follows research C.3: SumLen when any group extends; otherwise MaxLen when the load is
-// balanced enough that the padded all-gather moves less than an all-reduce (2·Σn >= max·dp),
-// else SumLen.
+// Auto (SGLang's rule since its 2025 DP-attention rework): SumLen when any group extends;
+// otherwise MaxLen when the load is balanced enough that the padded all-gather moves less than an
+// all-reduce, which costs about twice its buffer (2·Σn >= max·dp), else SumLen.
 GatherLayout plan_gather(const std::vector<int64_t>& group_rows, bool any_extend,
                          PaddingPolicy policy);
 
-// The MLP -> attention step (research B.4): every tp rank holds partial sums of all the MLP
-// rows, and every rank of group d needs the summed rows of group d. A reduce-scatter hands each
-// element to exactly one rank, so by itself it is the whole step only when attn_tp == 1. For
-// attn_tp > 1 it sums over tp into one row shard per tp rank (tp ranks are DP-major, rank =
-// d * attn_tp + a, so group d's rows land on its own ranks), and an all-gather over attn_tp
-// rebuilds the group's rows on each of them (SGLang's dp_reduce_scatter_tensor). The other
-// order, a reduce-scatter over the cross-DP ranks and then an all-reduce over attn_tp, moves the
-// same bytes in as many rounds; the first is kept because each summed row is computed on one
-// rank and copied, so the ranks of a group hold bit-identical residuals by construction.
+// The MLP -> attention step: every tp rank holds partial sums of all the MLP rows, and every rank
+// of group d needs the summed rows of group d. A reduce-scatter hands each element to exactly one
+// rank, so by itself it is the whole step only when attn_tp == 1. For attn_tp > 1 it sums over tp
+// into one row shard per tp rank (tp ranks are DP-major, rank = d * attn_tp + a, so group d's rows
+// land on its own ranks), and an all-gather over attn_tp rebuilds the group's rows on each of them
+// (SGLang's dp_reduce_scatter_tensor). The other order, a reduce-scatter over the cross-DP ranks
+// and then an all-reduce over attn_tp, moves the same bytes in as many rounds; the first is kept
+// because each summed row is computed on one rank and copied, so the ranks of a group hold
+// bit-identical residuals by construction.
 enum class ScatterMode {
   AllReduce,           // all-reduce the [mlp_rows, H] buffer over tp, keep the group's slice
   ReduceScatterBlock,  // rows padded to equal blocks per tp rank: MPI_Reduce_scatter_block

@@ -1,5 +1,5 @@
 // Starting the ranks. From a plain shell, a command that needs N ranks re-executes itself under
-// `mpirun -np N` on this host (root and oversubscription handled, research/machine.md §7); under
+// `mpirun -np N` on this host (allowed to run as root, oversubscribed, yielding when idle); under
 // an external mpirun it uses the world it was given (multi-host).
 #pragma once
 

@@ -1,5 +1,5 @@
-// The control plane's messages (DESIGN "Control plane"): rank 0 decides each step's work for
-// every DP group as a StepPlan and broadcasts it; every rank derives its forward input, token
+// The control plane's messages (docs/DESIGN.md "Control plane"): rank 0 decides each step's work
+// for every DP group as a StepPlan and broadcasts it; every rank derives its forward input, token
 // counts and collective sizes from the same plan, so collectives match by construction.
 #pragma once
 

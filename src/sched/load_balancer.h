@@ -1,7 +1,7 @@
-// Which DP group a new request goes to (research G): round robin, the group with the fewest
-// outstanding tokens (prompt still to prefill plus generation budget still to run), or cache
-// aware (SGLang router's idea): the group whose radix cache holds at least half of the prompt,
-// else the fewest outstanding tokens.
+// Which DP group a new request goes to (SGLang's DP load-balancing methods): round robin, the group
+// with the fewest outstanding tokens (prompt still to prefill plus generation budget still to run),
+// or cache aware (SGLang router's idea): the group whose radix cache holds at least half of the
+// prompt, else the fewest outstanding tokens.
 #pragma once
 
 #include <cstdint>

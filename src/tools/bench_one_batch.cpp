@@ -1,4 +1,4 @@
-// mlaserve bench-one-batch: SGLang's bench_one_batch (research H). A static batch of synthetic
+// mlaserve bench-one-batch: SGLang's bench_one_batch benchmark. A static batch of synthetic
 // prompts: one prefill step, then output_len - 1 decode steps, timed on rank 0 around each step.
 #include <spdlog/spdlog.h>
 

@@ -30,9 +30,10 @@ void ParallelFlags::add_to(CLI::App& cmd) {
                "Expert parallel: whole experts per rank instead of sliced experts");
   cmd.add_option(
          "--dp-padding", dp_padding,
-         "DP-attention gather: auto (research C.3 rule), sum_len (all-reduce), max_len (padded "
-         "all-gather), "
-         "exact (all-gatherv), legacy (pad every group to the global max, MLP runs max*dp rows)")
+         "How DP groups' rows reach the MLP: auto (sum_len while any group prefills, else max_len "
+         "when 2*total >= max*dp, else sum_len), sum_len (one all-reduce of a buffer holding every "
+         "group's rows), max_len (all-gather padded to the largest group), exact (all-gatherv, no "
+         "padding), legacy (pad every group to the global max, MLP runs max*dp rows)")
       ->check(CLI::IsMember({"auto", "sum_len", "max_len", "exact", "legacy"}))
       ->capture_default_str();
 #ifdef NDEBUG

@@ -66,7 +66,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
     e.kv_tokens_per_group = o.max_total_tokens;
   }
   const int64_t instance_tokens = e.kv_tokens_per_group * topo.groups_per_instance;
-  // Global budgets divided by the DP groups (research G): the MLP batch after the gather stays
+  // Global budgets divided by the DP groups, as SGLang does: the MLP batch after the gather stays
   // about the configured size.
   e.limits.chunk_tokens = std::max<int64_t>(1, o.chunked_prefill_size / groups);
   e.limits.max_running = std::max<int64_t>(1, o.max_running_requests / groups);
