@@ -41,8 +41,8 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, kernels::WeightTy
                              const RankLayout& layout)
     : cfg_(ModelConfig::load(dir)),
       layout_(layout),
-      heads_(shard_range(cfg_.num_attention_heads, layout.attn_tp_rank, layout.attn_tp_size)),
-      vocab_(shard_range(cfg_.vocab_size, layout.attn_tp_rank, layout.attn_tp_size)),
+      heads_(owned_range(layout, WeightKind::QB, cfg_.num_attention_heads)),
+      embedding_rows_(owned_range(layout, WeightKind::Embedding, cfg_.vocab_size)),
       rope_(cfg_) {
   load(dir, type);
   auto prepare = [this](kernels::Weight& w) {
@@ -122,11 +122,11 @@ void DeepseekModel::embed(const std::vector<int32_t>& tokens, float* x, StepComm
     if (id < 0 || id >= cfg_.vocab_size)
       fail("token id {} is outside the vocabulary [0, {})", id, cfg_.vocab_size);
     float* row = x + static_cast<int64_t>(t) * H;
-    if (id < vocab_.begin || id >= vocab_.end) {
+    if (id < embedding_rows_.begin || id >= embedding_rows_.end) {
       std::fill(row, row + H, 0.0f);
       continue;
     }
-    for (int64_t c = 0; c < H; ++c) row[c] = embedding_.at(id - vocab_.begin, c);
+    for (int64_t c = 0; c < H; ++c) row[c] = embedding_.at(id - embedding_rows_.begin, c);
   }
   comm.sum_over_attn_tp(x, static_cast<int64_t>(tokens.size()) * H);
 }
@@ -370,7 +370,7 @@ std::vector<float> DeepseekModel::logits(const float* x, const std::vector<int64
   float* h = take(buf_.logits_h, R * H);
   for (int64_t r = 0; r < R; ++r) std::copy_n(x + rows[static_cast<size_t>(r)] * H, H, h + r * H);
   kernels::rms_norm(h, final_norm_.data(), R, H, static_cast<float>(cfg_.rms_norm_eps), h);
-  float* shard = take(buf_.logits_shard, R * vocab_.size());
+  float* shard = take(buf_.logits_shard, R * lm_head_.rows());
   std::vector<float> full(static_cast<size_t>(R * cfg_.vocab_size));
   linear(FlopKind::LmHead, h, R, lm_head_, shard);
   comm.gather_vocab(shard, R, cfg_.vocab_size, full.data());

@@ -67,7 +67,8 @@ struct StepInput {
 
 // Buffers of the forward step, kept from step to step: allocating them per step cost a page
 // fault per 4 KB touched, a memset and an munmap per buffer (a fifth of a 512-token prefill's
-// CPU time). Each is used as scratch by one function only.
+// CPU time). Each is scratch of the function named beside it; gate_up and act serve both mlp and
+// moe, which a layer never runs together.
 struct StepBuffers {
   std::vector<float> x, h, attn_out, ffn_in, ffn_h, ffn_out;      // forward
   std::vector<float> qkv_a, token_shard, q, q_latent, latent, o;  // attention
@@ -119,7 +120,8 @@ class DeepseekModel {
 
   ModelConfig cfg_;
   RankLayout layout_;
-  Range heads_, vocab_;
+  Range heads_;           // this rank's attention heads (QB, KvB and O split alike)
+  Range embedding_rows_;  // this rank's vocabulary rows of the embedding
   RopeTable rope_;
   kernels::Weight embedding_;  // [vocab_local, H]
   std::vector<LayerWeights> layers_;

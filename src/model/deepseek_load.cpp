@@ -1,5 +1,6 @@
-// Loading one rank's shards of a DeepSeek checkpoint. What is split, and over which group, comes
-// from shard_rule() in sharding.cpp; this file only maps HF tensor names onto those rules.
+// Loading one rank's shards of a DeepSeek checkpoint. Which part of each tensor a rank holds
+// comes from the table in sharding.cpp (shard_rule / owned_range); this file only maps HF tensor
+// names and shapes onto the table's weight kinds.
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -12,39 +13,58 @@ namespace {
 
 using kernels::Weight;
 
-// Rows [units.begin, units.end) * unit_rows of an [all_units * unit_rows, cols] tensor, appended
-// into dst at dst_row (rules with SplitDim::Rows).
-void copy_row_units(const WeightLoader& loader, const std::string& name, int64_t all_units,
-                    int64_t unit_rows, int64_t cols, Range units, Weight& dst, int64_t dst_row) {
-  loader.copy_block(name, all_units * unit_rows, cols,
-                    {units.begin * unit_rows, units.size() * unit_rows, 0, cols}, dst, dst_row);
+// One checkpoint tensor as the table sees it: [rows, cols] split in units of unit_size rows or
+// columns (a head's rows, one vocabulary row, one intermediate column).
+struct SplitTensor {
+  std::string name;
+  WeightKind kind;
+  int64_t rows, cols, unit_size = 1;
+};
+
+// The block of t that this rank holds under t.kind's rule.
+Block owned_block(const RankLayout& layout, const SplitTensor& t) {
+  switch (shard_rule(t.kind, layout).dim) {
+    case SplitDim::Rows: {
+      const Range u = owned_range(layout, t.kind, t.rows / t.unit_size);
+      return {u.begin * t.unit_size, u.size() * t.unit_size, 0, t.cols};
+    }
+    case SplitDim::Cols: {
+      const Range u = owned_range(layout, t.kind, t.cols / t.unit_size);
+      return {0, t.rows, u.begin * t.unit_size, u.size() * t.unit_size};
+    }
+    case SplitDim::None:
+    case SplitDim::Experts:  // the expert list is split, each expert's tensors are whole
+      break;
+  }
+  return {0, t.rows, 0, t.cols};
 }
 
-// Columns of an [rows, all_units * unit_cols] tensor (rules with SplitDim::Cols).
-Weight load_col_units(const WeightLoader& loader, const std::string& name, int64_t rows,
-                      int64_t all_units, int64_t unit_cols, Range units) {
-  Weight w(loader.type(), rows, units.size() * unit_cols);
-  loader.copy_block(name, rows, all_units * unit_cols,
-                    {0, rows, units.begin * unit_cols, units.size() * unit_cols}, w, 0);
+// Copies this rank's block of t into dst from row dst_row (fused weights stack several).
+void copy_owned(const WeightLoader& loader, const RankLayout& layout, const SplitTensor& t,
+                Weight& dst, int64_t dst_row) {
+  loader.copy_block(t.name, t.rows, t.cols, owned_block(layout, t), dst, dst_row);
+}
+
+// This rank's block of t as a new weight.
+Weight load_owned(const WeightLoader& loader, const RankLayout& layout, const SplitTensor& t) {
+  const Block b = owned_block(layout, t);
+  Weight w(loader.type(), b.rows, b.cols);
+  copy_owned(loader, layout, t, w, 0);
   return w;
 }
 
-Range rule_range(const RankLayout& layout, WeightKind kind, int64_t units) {
-  const ShardRule rule = shard_rule(kind);
-  const GroupPosition pos = group_position(layout, rule.group);
-  return rule.dim == SplitDim::None ? Range{0, units} : shard_range(units, pos.rank, pos.size);
-}
-
-// A SwiGLU MLP (dense, shared expert or routed expert) with intermediate columns `slice` of
-// `inter`.
-MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, int64_t hidden,
-                    int64_t inter, Range slice) {
+// A SwiGLU MLP (dense, shared expert or one routed expert) with `inter` intermediate columns,
+// split by the gate_up / down kinds' rules: gate rows, then up rows, in one weight.
+MlpWeights load_mlp(const WeightLoader& loader, const RankLayout& layout, const std::string& prefix,
+                    int64_t hidden, int64_t inter, WeightKind gate_up, WeightKind down) {
+  const SplitTensor gate{prefix + "gate_proj.weight", gate_up, inter, hidden};
+  const SplitTensor up{prefix + "up_proj.weight", gate_up, inter, hidden};
+  const int64_t local_inter = owned_block(layout, gate).rows;
   MlpWeights m;
-  m.gate_up = Weight(loader.type(), 2 * slice.size(), hidden);
-  copy_row_units(loader, prefix + "gate_proj.weight", inter, 1, hidden, slice, m.gate_up, 0);
-  copy_row_units(loader, prefix + "up_proj.weight", inter, 1, hidden, slice, m.gate_up,
-                 slice.size());
-  m.down = load_col_units(loader, prefix + "down_proj.weight", hidden, inter, 1, slice);
+  m.gate_up = Weight(loader.type(), 2 * local_inter, hidden);
+  copy_owned(loader, layout, gate, m.gate_up, 0);
+  copy_owned(loader, layout, up, m.gate_up, local_inter);
+  m.down = load_owned(loader, layout, {prefix + "down_proj.weight", down, hidden, inter});
   return m;
 }
 
@@ -77,15 +97,15 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
   const Checkpoint ckpt = Checkpoint::open(dir);
   const WeightLoader loader(ckpt, type);
   const ModelConfig& c = cfg_;
+  const RankLayout& lay = layout_;
   const int64_t H = c.hidden_size, V = c.vocab_size, n_heads = c.num_attention_heads;
   const int64_t qk = c.qk_head_dim(), nope = c.qk_nope_head_dim, v = c.v_head_dim;
   const int64_t kv_a_rows = c.kv_lora_rank + c.qk_rope_head_dim;
 
-  embedding_ = Weight(type, vocab_.size(), H);
-  copy_row_units(loader, "model.embed_tokens.weight", V, 1, H, vocab_, embedding_, 0);
-  lm_head_ = Weight(type, vocab_.size(), H);
-  copy_row_units(loader, c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", V,
-                 1, H, vocab_, lm_head_, 0);
+  embedding_ = load_owned(loader, lay, {"model.embed_tokens.weight", WeightKind::Embedding, V, H});
+  lm_head_ = load_owned(loader, lay,
+                        {c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                         WeightKind::LmHead, V, H});
   final_norm_ = loader.vector("model.norm.weight", H);
 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -97,28 +117,27 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
     AttentionWeights& a = L.attn;
     a.qkv_a = Weight(type, c.q_lora_rank + kv_a_rows, H);
     if (c.q_lora_rank > 0) {
-      loader.copy_block(attn + "q_a_proj.weight", c.q_lora_rank, H, {0, c.q_lora_rank, 0, H},
-                        a.qkv_a, 0);
+      copy_owned(loader, lay, {attn + "q_a_proj.weight", WeightKind::QkvA, c.q_lora_rank, H},
+                 a.qkv_a, 0);
       a.q_a_norm = loader.vector(attn + "q_a_layernorm.weight", c.q_lora_rank);
-      a.q_b = Weight(type, heads_.size() * qk, c.q_lora_rank);
-      copy_row_units(loader, attn + "q_b_proj.weight", n_heads, qk, c.q_lora_rank, heads_, a.q_b,
-                     0);
+      a.q_b = load_owned(
+          loader, lay, {attn + "q_b_proj.weight", WeightKind::QB, n_heads * qk, c.q_lora_rank, qk});
     } else {
-      a.q_b = Weight(type, heads_.size() * qk, H);
-      copy_row_units(loader, attn + "q_proj.weight", n_heads, qk, H, heads_, a.q_b, 0);
+      a.q_b =
+          load_owned(loader, lay, {attn + "q_proj.weight", WeightKind::QB, n_heads * qk, H, qk});
     }
-    loader.copy_block(attn + "kv_a_proj_with_mqa.weight", kv_a_rows, H, {0, kv_a_rows, 0, H},
-                      a.qkv_a, c.q_lora_rank);
+    copy_owned(loader, lay, {attn + "kv_a_proj_with_mqa.weight", WeightKind::QkvA, kv_a_rows, H},
+               a.qkv_a, c.q_lora_rank);
     a.kv_a_norm = loader.vector(attn + "kv_a_layernorm.weight", c.kv_lora_rank);
-    a.kv_b = Weight(type, heads_.size() * (nope + v), c.kv_lora_rank);
-    copy_row_units(loader, attn + "kv_b_proj.weight", n_heads, nope + v, c.kv_lora_rank, heads_,
-                   a.kv_b, 0);
+    a.kv_b = load_owned(loader, lay,
+                        {attn + "kv_b_proj.weight", WeightKind::KvB, n_heads * (nope + v),
+                         c.kv_lora_rank, nope + v});
     split_kv_b(a, heads_.size(), nope, v, c.kv_lora_rank);
-    a.o = load_col_units(loader, attn + "o_proj.weight", H, n_heads, v, heads_);
+    a.o = load_owned(loader, lay, {attn + "o_proj.weight", WeightKind::O, H, n_heads * v, v});
 
     if (!c.is_moe_layer(i)) {
-      L.dense = load_mlp(loader, p + "mlp.", H, c.intermediate_size,
-                         rule_range(layout_, WeightKind::MlpGateUp, c.intermediate_size));
+      L.dense = load_mlp(loader, lay, p + "mlp.", H, c.intermediate_size, WeightKind::MlpGateUp,
+                         WeightKind::MlpDown);
     } else {
       MoeWeights m;
       m.router = loader.matrix_f32(p + "mlp.gate.weight", c.n_routed_experts, H);
@@ -126,22 +145,17 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
         m.correction_bias =
             loader.vector(p + "mlp.gate.e_score_correction_bias", c.n_routed_experts);
       }
-      // TP-MoE: every expert, intermediate sliced over tp. EP-MoE: whole experts, split over tp.
-      const int64_t inter = c.moe_intermediate_size;
-      const Range experts = layout_.ep_moe
-                                ? shard_range(c.n_routed_experts, layout_.tp_rank, layout_.tp_size)
-                                : Range{0, c.n_routed_experts};
-      const Range slice =
-          layout_.ep_moe ? Range{0, inter} : rule_range(layout_, WeightKind::MlpGateUp, inter);
+      const Range experts = owned_range(lay, WeightKind::RoutedExperts, c.n_routed_experts);
       m.first_local_expert = experts.begin;
       for (int64_t e = experts.begin; e < experts.end; ++e) {
-        m.experts.push_back(
-            load_mlp(loader, fmt::format("{}mlp.experts.{}.", p, e), H, inter, slice));
+        m.experts.push_back(load_mlp(loader, lay, fmt::format("{}mlp.experts.{}.", p, e), H,
+                                     c.moe_intermediate_size, WeightKind::ExpertGateUp,
+                                     WeightKind::ExpertDown));
       }
       if (c.n_shared_experts > 0) {
-        const int64_t shared_inter = inter * c.n_shared_experts;
-        m.shared = load_mlp(loader, p + "mlp.shared_experts.", H, shared_inter,
-                            rule_range(layout_, WeightKind::MlpGateUp, shared_inter));
+        m.shared = load_mlp(loader, lay, p + "mlp.shared_experts.", H,
+                            c.moe_intermediate_size * c.n_shared_experts, WeightKind::MlpGateUp,
+                            WeightKind::MlpDown);
       }
       L.moe = std::move(m);
     }

@@ -4,26 +4,59 @@
 
 namespace mlaserve::model {
 
-ShardRule shard_rule(WeightKind kind) {
+namespace {
+
+// This rank's index and count in the group a rule splits over.
+struct GroupPosition {
+  int rank = 0, size = 1;
+};
+
+GroupPosition group_position(const RankLayout& layout, SplitGroup group) {
+  switch (group) {
+    case SplitGroup::None:
+      return {0, 1};
+    case SplitGroup::AttnTp:
+      return {layout.attn_tp_rank, layout.attn_tp_size};
+    case SplitGroup::Tp:
+      return {layout.tp_rank, layout.tp_size};
+  }
+  return {};
+}
+
+}  // namespace
+
+ShardRule shard_rule(WeightKind kind, const RankLayout& layout) {
   switch (kind) {
+    // Vocabulary-parallel inside the DP group: each group embeds and scores its own tokens.
     case WeightKind::Embedding:
-      return {SplitDim::Rows, SplitGroup::AttnTp};
     case WeightKind::LmHead:
       return {SplitDim::Rows, SplitGroup::AttnTp};
+    // Every rank needs the latent of all its group's tokens; dp_linear shards tokens instead.
     case WeightKind::QkvA:
-      return {SplitDim::None, SplitGroup::Replicated};
+      return {SplitDim::None, SplitGroup::None};
+    // Attention heads over the group's ranks: q and the decompression by head, o_proj by the
+    // heads' value columns (partial sums, completed by the attention -> MLP exchange).
     case WeightKind::QB:
-      return {SplitDim::Rows, SplitGroup::AttnTp};
     case WeightKind::KvB:
       return {SplitDim::Rows, SplitGroup::AttnTp};
     case WeightKind::O:
       return {SplitDim::Cols, SplitGroup::AttnTp};
+    // The MLP over every tp rank (its batch is every group's tokens): intermediate columns, the
+    // down projection's partial sums completed by the MLP -> attention exchange.
     case WeightKind::MlpGateUp:
       return {SplitDim::Rows, SplitGroup::Tp};
     case WeightKind::MlpDown:
       return {SplitDim::Cols, SplitGroup::Tp};
+    // TP-MoE: every rank holds every expert's slice. EP-MoE: whole experts, dealt out over tp.
+    case WeightKind::RoutedExperts:
+      return layout.ep_moe ? ShardRule{SplitDim::Experts, SplitGroup::Tp} : ShardRule{};
+    case WeightKind::ExpertGateUp:
+      return layout.ep_moe ? ShardRule{} : ShardRule{SplitDim::Rows, SplitGroup::Tp};
+    case WeightKind::ExpertDown:
+      return layout.ep_moe ? ShardRule{} : ShardRule{SplitDim::Cols, SplitGroup::Tp};
+    // Routing decisions must be identical on every rank.
     case WeightKind::Router:
-      return {SplitDim::None, SplitGroup::Replicated};
+      return {SplitDim::None, SplitGroup::None};
   }
   return {};
 }
@@ -34,16 +67,11 @@ Range shard_range(int64_t units, int rank, int size) {
   return {begin, begin + base + (rank < extra ? 1 : 0)};
 }
 
-GroupPosition group_position(const RankLayout& layout, SplitGroup group) {
-  switch (group) {
-    case SplitGroup::Replicated:
-      return {0, 1};
-    case SplitGroup::AttnTp:
-      return {layout.attn_tp_rank, layout.attn_tp_size};
-    case SplitGroup::Tp:
-      return {layout.tp_rank, layout.tp_size};
-  }
-  return {};
+Range owned_range(const RankLayout& layout, WeightKind kind, int64_t units) {
+  const ShardRule rule = shard_rule(kind, layout);
+  if (rule.dim == SplitDim::None) return {0, units};
+  const GroupPosition pos = group_position(layout, rule.group);
+  return shard_range(units, pos.rank, pos.size);
 }
 
 }  // namespace mlaserve::model

@@ -1,5 +1,8 @@
-// How every weight of the model is split across ranks: declared here, in one table, and
-// consumed by the loader. The forward pass never decides sharding itself.
+// How every weight of the model is split across ranks. This table is the only place that says
+// it: the loader (deepseek_load.cpp) takes each tensor's slice from owned_range(), and the
+// forward pass takes its head and vocabulary ranges from the same rules. The exchanges in
+// parallel/ complete what these splits leave partial (sharding_test.cpp pins the groups they
+// assume).
 #pragma once
 
 #include <cstdint>
@@ -7,8 +10,9 @@
 
 namespace mlaserve::model {
 
-// This rank's place in the parallel layout (research A): tp ranks in all, attention
-// data-parallel over dp groups of attn_tp = tp / dp ranks, DP-major contiguous.
+// This rank's place in the parallel layout: tp ranks in all; attention data-parallel over dp
+// groups of attn_tp = tp / dp ranks each, numbered DP-major (group = rank / attn_tp), so a
+// group's ranks are contiguous.
 struct RankLayout {
   int tp_size = 1, tp_rank = 0;
   int dp_size = 1, dp_rank = 0;            // attention DP group of this rank
@@ -18,44 +22,60 @@ struct RankLayout {
   static RankLayout single() { return {}; }
 };
 
-// Which dimension of a [rows, cols] weight is split, and over which group.
-enum class SplitDim { None, Rows, Cols };
-enum class SplitGroup { Replicated, AttnTp, Tp };
+// Which dimension of a stored tensor is split. Tensors keep the checkpoint's layout: a linear
+// layer is [out_features, in_features] (y = x W^T), the embedding and lm_head [vocab, H].
+enum class SplitDim {
+  None,     // not split: the rank holds the whole tensor
+  Rows,     // a block of rows: the rank computes a slice of the outputs, each one complete
+  Cols,     // a block of columns: the rank sees a slice of the inputs, so its outputs are
+            // partial sums that a reduction over the group completes
+  Experts,  // a block of the routed-expert list, each expert whole (EP-MoE)
+};
+
+// The ranks a split is spread over.
+enum class SplitGroup {
+  None,    // not split
+  AttnTp,  // the attn_tp ranks of this rank's DP group
+  Tp,      // all tp ranks of the model instance
+};
 
 struct ShardRule {
   SplitDim dim = SplitDim::None;
-  SplitGroup group = SplitGroup::Replicated;
+  SplitGroup group = SplitGroup::None;
 };
 
-// The weight kinds of a DeepSeek layer (HF names without the layer prefix).
+// The tensors of a DeepSeek model, by what the table needs to know. Units are what a split
+// counts: heads for the attention projections, vocabulary rows, intermediate columns, experts.
 enum class WeightKind {
-  Embedding,  // model.embed_tokens         [V, H]      vocab-parallel over attn_tp
-  LmHead,     // lm_head                    [V, H]      vocab-parallel over attn_tp (dp-lm-head)
-  QkvA,  // q_a_proj + kv_a_proj_with_mqa fused [q_lora + kv_lora + rope, H]   replicated (dp_linear
-         // shards tokens, not weights)
-  QB,    // q_b_proj / q_proj          [heads*qk_head, *] column-parallel over attn_tp (by head)
-  KvB,   // kv_b_proj                  [heads*(nope+v), kv_lora] column-parallel over attn_tp (by
-         // head)
-  O,     // o_proj                     [H, heads*v] row-parallel over attn_tp (by head)
-  MlpGateUp,  // dense/shared/expert gate+up [2*I, H]    column-parallel over tp (TP-MoE)
-  MlpDown,    // dense/shared/expert down   [H, I]      row-parallel over tp
-  Router,     // mlp.gate                   [E, H]      replicated, float32
+  Embedding,      // model.embed_tokens          [V, H]                    units: vocab rows
+  LmHead,         // lm_head                     [V, H]                    units: vocab rows
+  QkvA,           // q_a_proj + kv_a_proj_with_mqa, fused [q_lora + kv_lora + rope, H]
+                  // (dp_linear splits this GEMM's tokens, never its weight)
+  QB,             // q_b_proj (q_proj without q LoRA) [heads * qk_head, q_lora] units: heads
+  KvB,            // kv_b_proj                   [heads * (nope + v), kv_lora] units: heads
+  O,              // o_proj                      [H, heads * v]            units: heads
+  MlpGateUp,      // dense or shared-expert gate_proj, up_proj [I, H] each units: inter columns
+  MlpDown,        // dense or shared-expert down_proj [H, I]               units: inter columns
+  RoutedExperts,  // which routed experts a rank holds                     units: experts
+  ExpertGateUp,   // one routed expert's gate_proj, up_proj [I, H] each    units: inter columns
+  ExpertDown,     // one routed expert's down_proj [H, I]                  units: inter columns
+  Router,         // mlp.gate [E, H] and its correction bias, kept float32
 };
 
-ShardRule shard_rule(WeightKind kind);
+// The rule for `kind` under `layout`: routed experts are sliced (TP-MoE) or dealt out whole
+// (EP-MoE, layout.ep_moe) over tp.
+ShardRule shard_rule(WeightKind kind, const RankLayout& layout);
 
-// The half-open range [begin, end) of `units` equal units (heads, vocab rows, intermediate
-// columns) that `rank` of `size` owns: contiguous blocks, the first units % size ranks one more.
+// The half-open range [begin, end) of `units` equal units that `rank` of `size` owns:
+// contiguous blocks, the first units % size ranks one more.
 struct Range {
   int64_t begin = 0, end = 0;
   int64_t size() const { return end - begin; }
 };
 Range shard_range(int64_t units, int rank, int size);
 
-// This rank's index and count in the group a rule splits over.
-struct GroupPosition {
-  int rank = 0, size = 1;
-};
-GroupPosition group_position(const RankLayout& layout, SplitGroup group);
+// The units of a `kind` tensor with `units` units that this rank holds: all of them when the
+// rule does not split it, else its block within the rule's group.
+Range owned_range(const RankLayout& layout, WeightKind kind, int64_t units);
 
 }  // namespace mlaserve::model
