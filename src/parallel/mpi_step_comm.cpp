@@ -35,7 +35,6 @@ void MpiStepComm::begin_step(const std::vector<int64_t>& group_rows, bool any_ex
   any_extend_ = any_extend;
   gather_ = plan_gather(group_rows, any_extend, options_.padding);
   scatter_ = plan_scatter(gather_, attn_tp_.size());
-  padded_rows_total_ += gather_.padded_rows();
   begin_layer(-1);  // the embedding's collectives come before layer 0; the check names it -1
 }
 
@@ -164,6 +163,8 @@ std::vector<float> MpiStepComm::reduce_scatter_group_rows(const float* mlp_parti
   return rows;
 }
 
+// The lm_head's vocabulary blocks are split over attn_tp (WeightKind::LmHead's rule), rank r
+// holding shard_range(vocab, r, attn_tp) rows.
 void MpiStepComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
                                float* logits) {
   const int P = attn_tp_.size();

@@ -39,7 +39,6 @@ class MpiStepComm final : public model::StepComm {
   void begin_step(const std::vector<int64_t>& group_rows, bool any_extend);
   const GatherLayout& gather_layout() const { return gather_; }
   const CommStats& stats() const { return stats_; }
-  int64_t padded_rows_total() const { return padded_rows_total_; }
 
   void begin_layer(int64_t layer) override;
   bool shard_tokens(int64_t n_tokens) const override;
@@ -63,7 +62,6 @@ class MpiStepComm final : public model::StepComm {
   GatherLayout gather_;
   ScatterLayout scatter_;
   bool any_extend_ = false;
-  int64_t padded_rows_total_ = 0;
 };
 
 }  // namespace mlaserve::parallel

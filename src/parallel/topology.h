@@ -1,4 +1,4 @@
-// Who is who among the ranks (research A). All group arithmetic lives here.
+// Who is who among the ranks. All group arithmetic lives here.
 //
 // Three layouts, one code path:
 //  * pure TP (dp = 1): world = tp ranks, one group.
@@ -38,12 +38,13 @@ struct Topology {
   int group_in_instance() const { return groups_per_instance > 1 ? layout.dp_rank : 0; }
 };
 
-// Checks the options (tp % dp, world size, heads divisible by attn_tp, EP limits...) and places
-// world_rank. Throws mlaserve::Error with a precise message on any violation.
+// Checks the options alone (tp, dp >= 1; DP attention's dp >= 2 and tp divisible by dp; the job's
+// world size) and places world_rank; check_model_fits does the checks that need the model. Throws
+// mlaserve::Error with a precise message on any violation.
 Topology compute_topology(const ParallelOptions& options, int world_rank, int world_size);
 
-// Model-dependent checks: heads divisible by attn_tp, intermediate sizes by tp, tp <= experts for
-// EP.
+// Model-dependent checks: heads divisible by attn_tp, at least one intermediate column per tp
+// rank (dense and, under TP-MoE, expert), and tp <= experts under EP-MoE.
 void check_model_fits(const Topology& topology, const model::ModelConfig& config);
 
 }  // namespace mlaserve::parallel

@@ -27,7 +27,6 @@ struct GenerationRequest {
 // Rejected: the request cannot run as asked (prompt plus max_new_tokens over the context or the
 // KV capacity), the client's fault; Error: the engine failed.
 enum class FinishReason { None, Stop, Length, Abort, Error, Rejected };
-const char* finish_reason_name(FinishReason reason);
 
 // One generated token (or the end of the request). Delivered in order, per request.
 struct TokenEvent {
@@ -46,8 +45,8 @@ using EventSink = std::function<void(const TokenEvent&)>;
 class EngineHandle {
  public:
   virtual ~EngineHandle() = default;
-  // Queues a request; returns its id. A request that can never fit (prompt over the context,
-  // or over the KV capacity) gets a single Error event.
+  // Queues a request; returns its id. A request that can never fit (prompt plus max_new_tokens
+  // over the context or the KV capacity) gets one event, finished with FinishReason::Rejected.
   virtual uint64_t submit(GenerationRequest request, EventSink sink) = 0;
   // Stops a request at the next step and frees its KV (client gone, stop string matched).
   virtual void abort(uint64_t id) = 0;

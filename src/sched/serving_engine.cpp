@@ -6,24 +6,6 @@
 
 namespace mlaserve::sched {
 
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::None:
-      return "none";
-    case FinishReason::Stop:
-      return "stop";
-    case FinishReason::Length:
-      return "length";
-    case FinishReason::Abort:
-      return "abort";
-    case FinishReason::Error:
-      return "error";
-    case FinishReason::Rejected:
-      return "rejected";
-  }
-  return "?";
-}
-
 ServingEngine::ServingEngine(int groups, const EngineOptions& options)
     : options_(options), balancer_(options.load_balance) {
   for (int g = 0; g < groups; ++g)
