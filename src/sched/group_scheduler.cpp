@@ -183,14 +183,15 @@ runtime::PlannedSequence GroupScheduler::decode(ActiveRequest& r) {
 
 // Waiting requests join while the chunk and prefill budgets, the running limit and the KV pool
 // allow (the first prefill of a step may exceed max_prefill_tokens, as in SGLang).
-void GroupScheduler::admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budget) {
+void GroupScheduler::admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budget,
+                                   bool prefill_started) {
   order_waiting();
   int64_t prefill_left = limits_.max_prefill_tokens;
   while (!waiting_.empty() && chunk_budget > 0 &&
          static_cast<int64_t>(running_.size()) < limits_.max_running) {
     std::shared_ptr<ActiveRequest> r = waiting_.front();
-    if (!try_admit(*r, plan.seqs.empty() ? std::numeric_limits<int64_t>::max() : prefill_left))
-      break;
+    if (!try_admit(*r, prefill_started ? prefill_left : std::numeric_limits<int64_t>::max())) break;
+    prefill_started = true;
     waiting_.pop_front();
     running_.push_back(r);
     prefill_left -= r->prefill_len - r->n_prefilled;
@@ -203,7 +204,7 @@ void GroupScheduler::admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budg
 // tokens first, then the longest prompt (SGLang's order: the least work is lost). A retracted
 // request keeps its generated tokens and is prefilled again (mostly from the radix cache) later.
 void GroupScheduler::retract_until_decode_fits() {
-  while (available() < static_cast<int64_t>(running_.size()) && running_.size() > 1) {
+  while (available() < decoding_count() && running_.size() > 1) {
     const auto victim =
         std::min_element(running_.begin(), running_.end(), [](const auto& a, const auto& b) {
           if (a->n_generated() != b->n_generated()) return a->n_generated() < b->n_generated();
@@ -218,16 +219,23 @@ void GroupScheduler::retract_until_decode_fits() {
     retractions_ += 1;
     new_token_ratio_ = 1.0;
   }
-  if (available() < static_cast<int64_t>(running_.size())) {
+  if (available() < decoding_count()) {
     fail("KV pool of {} tokens cannot hold one decoding request", slots_.capacity());
   }
 }
 
-// Every running request has finished its prefill here (a step with prefill work never decodes)
-// and has its first token, so each runs its last sampled token.
+// Running requests past their prefill: each has sampled a token and runs it next.
+int64_t GroupScheduler::decoding_count() const {
+  return std::count_if(running_.begin(), running_.end(),
+                       [](const auto& r) { return r->prefill_done(); });
+}
+
+// Every running request whose prefill is done runs its last sampled token (without mixed steps
+// this is called only when no request is prefilling, so that is all of them).
 void GroupScheduler::decode_running(runtime::GroupPlan& plan) {
   retract_until_decode_fits();
   for (const auto& r : running_) {
+    if (!r->prefill_done()) continue;
     if (r->generated.empty())
       fail("request {} would decode before its prefill sampled a token", r->id);
     plan.seqs.push_back(decode(*r));
@@ -235,18 +243,25 @@ void GroupScheduler::decode_running(runtime::GroupPlan& plan) {
   new_token_ratio_ = std::max(kMinNewTokenRatio, new_token_ratio_ - kNewTokenRatioDecay);
 }
 
-runtime::GroupPlan GroupScheduler::plan_step() {
+runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   runtime::GroupPlan plan;
-  int64_t chunk_budget = limits_.chunk_tokens;
-  // Prefill first (SGLang): the chunked request continues, then waiting requests are admitted.
+  // Mixed steps: the decodes take their KV slots first, then prompt chunks fill the budget, so
+  // the weights a step streams serve both and no decode waits behind a long prefill.
+  if (limits_.mixed_steps) decode_running(plan);
+  int64_t chunk_budget = std::min(limits_.chunk_tokens, prefill_budget);
+  bool prefill_started = false;
+  // The chunked requests continue first, then waiting requests are admitted.
   for (auto& r : running_) {
     if (!r->prefill_done() && chunk_budget > 0) {
       plan.seqs.push_back(prefill_chunk(*r, chunk_budget));
       chunk_budget -= static_cast<int64_t>(plan.seqs.back().new_tokens.size());
+      prefill_started = true;
     }
   }
-  admit_waiting(plan, chunk_budget);
-  if (plan.seqs.empty()) decode_running(plan);
+  admit_waiting(plan, chunk_budget, prefill_started);
+  // Without mixing, prefill first (SGLang's default): a group decodes only when it has no
+  // prompt work.
+  if (!limits_.mixed_steps && plan.seqs.empty()) decode_running(plan);
   return plan;
 }
 

@@ -1,10 +1,12 @@
 // One DP group's scheduler on rank 0 (metadata only: queues, KV slots and the radix prefix
-// cache; the KV itself lives on the group's ranks). Each step the group either prefills
-// (continuing its chunked request first, then admitting waiting requests within the budgets) or
-// decodes its running requests, retracting the least advanced ones when the KV pool runs out.
+// cache; the KV itself lives on the group's ranks). Each step every running request past its
+// prefill decodes one token (retracting the least advanced ones when the KV pool runs out) and
+// prompt chunks fill the step's prefill budget: the chunked request first, then waiting requests
+// admitted within the budgets. Without mixed steps a step either prefills or decodes.
 #pragma once
 
 #include <deque>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@ struct GroupLimits {
   int64_t max_prefill_tokens = 16384;  // prompt tokens admitted per step (the first always fits)
   int64_t max_running = 256;           // requests admitted at once (the global limit divided by dp)
   bool radix_cache = true;
+  bool mixed_steps = true;  // decodes ride along prompt chunks (else a step prefills or decodes)
   SchedulePolicy policy = SchedulePolicy::Fcfs;
 };
 
@@ -39,8 +42,9 @@ class GroupScheduler {
   // Drops the radix cache; false (nothing dropped) while requests are queued or running.
   bool flush_cache();
 
-  // This group's part of the next step (empty: idle).
-  runtime::GroupPlan plan_step();
+  // This group's part of the next step (empty: idle), running at most prefill_budget prompt
+  // tokens (and never more than limits.chunk_tokens).
+  runtime::GroupPlan plan_step(int64_t prefill_budget = std::numeric_limits<int64_t>::max());
 
   // The group's requests that are admitted and not finished, by order of admission.
   const std::vector<std::shared_ptr<ActiveRequest>>& running() const { return running_; }
@@ -68,7 +72,8 @@ class GroupScheduler {
 
   runtime::PlannedSequence prefill_chunk(ActiveRequest& r, int64_t max_tokens);
   runtime::PlannedSequence decode(ActiveRequest& r);
-  void admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budget);
+  void admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budget, bool prefill_started);
+  int64_t decoding_count() const;
   void decode_running(runtime::GroupPlan& plan);
 
   GroupLimits limits_;

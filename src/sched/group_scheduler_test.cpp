@@ -80,7 +80,8 @@ TEST(GroupScheduler, AdmissionKeepsRoomForTheExpectedGeneration) {
 }
 
 TEST(GroupScheduler, AdmissionRespectsTheRunningLimitAndThePrefillBudget) {
-  GroupScheduler s(1000, {.chunk_tokens = 100, .max_prefill_tokens = 8, .max_running = 2});
+  GroupScheduler s(
+      1000, {.chunk_tokens = 100, .max_prefill_tokens = 8, .max_running = 2, .mixed_steps = false});
   s.enqueue(request(1, 20, 5, 1));  // over max_prefill_tokens, but the first of a step always runs
   s.enqueue(request(2, 5, 5, 2));
   s.enqueue(request(3, 5, 5, 3));
@@ -98,8 +99,8 @@ TEST(GroupScheduler, AdmissionRespectsTheRunningLimitAndThePrefillBudget) {
   EXPECT_EQ(s.plan_step().seqs.front().id, 3u);
 }
 
-TEST(GroupScheduler, PrefillHasPriorityOverDecode) {
-  GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8});
+TEST(GroupScheduler, WithoutMixedStepsPrefillHasPriorityOverDecode) {
+  GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8, .mixed_steps = false});
   s.enqueue(request(1, 4, 5));
   step(s);
   s.enqueue(request(2, 4, 5, 9));
@@ -108,11 +109,80 @@ TEST(GroupScheduler, PrefillHasPriorityOverDecode) {
   EXPECT_EQ(q.seqs[0].id, 2u);
 }
 
+TEST(GroupScheduler, MixedStepsDecodeBesideThePrefillOfANewPrompt) {
+  GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8});
+  s.enqueue(request(1, 4, 5));
+  step(s);
+  s.enqueue(request(2, 4, 5, 9));
+  auto q = step(s);
+  ASSERT_EQ(q.seqs.size(), 2u);  // request 1 decodes first, then request 2 prefills
+  EXPECT_EQ(q.seqs[0].id, 1u);
+  EXPECT_EQ(q.seqs[0].new_tokens, std::vector<int32_t>{100});
+  EXPECT_EQ(q.seqs[1].id, 2u);
+  EXPECT_EQ(q.seqs[1].new_tokens.size(), 4u);
+  EXPECT_EQ(s.plan_step().seqs.size(), 2u);  // both decode
+}
+
+TEST(GroupScheduler, MixedStepsSplitALongPromptByTheStepsBudgetWhileOthersDecode) {
+  GroupScheduler s(1000, {.chunk_tokens = 64, .max_running = 8});
+  s.enqueue(request(1, 4, 50));
+  step(s);
+  s.enqueue(request(2, 100, 5, 9));
+  int64_t prefilled = 0;
+  for (int i = 0; i < 4; ++i) {
+    auto plan = s.plan_step(/*prefill_budget=*/30);
+    ASSERT_EQ(plan.seqs.size(), 2u);
+    EXPECT_EQ(plan.seqs[0].id, 1u);  // the decode never waits for the prompt
+    EXPECT_EQ(plan.seqs[1].id, 2u);
+    EXPECT_EQ(plan.seqs[1].n_cached, prefilled);
+    EXPECT_EQ(static_cast<int64_t>(plan.seqs[1].new_tokens.size()), i < 3 ? 30 : 10);
+    EXPECT_EQ(plan.seqs[1].sample, i == 3);
+    prefilled += static_cast<int64_t>(plan.seqs[1].new_tokens.size());
+    apply_tokens(plan, s);
+  }
+  // The chunk size caps the budget: 64 of a third request's 100 tokens beside two decodes.
+  s.enqueue(request(3, 100, 5, 3));
+  auto plan = s.plan_step(/*prefill_budget=*/1000);
+  ASSERT_EQ(plan.seqs.size(), 3u);
+  EXPECT_EQ(plan.seqs[2].new_tokens.size(), 64u);
+}
+
+// Mixed steps under KV pressure: two requests admitted together on the 70% estimate outgrow 18
+// slots; of two with as many generated tokens the one with the longer prompt is retracted, and
+// both finish with every token they asked for.
+TEST(GroupScheduler, MixedStepsRetractAndFinishEveryRequest) {
+  GroupScheduler s(18, {.chunk_tokens = 100, .max_running = 8});
+  s.enqueue(request_for(1, {1, 2, 3}, 10));
+  s.enqueue(request_for(2, {4}, 10));
+  const std::vector<int32_t> all_tokens = {100, 101, 102, 103, 104, 105, 106, 107, 108, 109};
+  int finished = 0;
+  for (int i = 0; i < 60 && !(s.running().empty() && s.waiting() == 0); ++i) {
+    const int64_t retractions = s.retractions();
+    step(s);
+    if (retractions == 0 && s.retractions() > 0) {
+      ASSERT_EQ(s.running().size(), 1u);
+      EXPECT_EQ(s.running()[0]->id, 2u);  // request 1 has the longer prompt
+    }
+    for (const auto& r : std::vector(s.running())) {
+      if (r->n_generated() < r->request.max_new_tokens) continue;
+      EXPECT_EQ(r->generated, all_tokens) << "request " << r->id;
+      ASSERT_TRUE(s.remove(r->id));
+      finished += 1;
+    }
+  }
+  EXPECT_GT(s.retractions(), 0);
+  EXPECT_EQ(finished, 2);
+  EXPECT_TRUE(s.running().empty());
+  EXPECT_EQ(s.waiting(), 0u);
+}
+
 // Two requests admitted on the 70% estimate outgrow 18 slots; the one with fewer generated tokens
 // is retracted (not the one with the longer prompt), comes back first with its generated tokens
 // as part of its prefill, and samples after them.
 void check_retraction(bool radix_cache) {
-  GroupScheduler s(18, {.chunk_tokens = 100, .max_running = 8, .radix_cache = radix_cache});
+  GroupScheduler s(
+      18,
+      {.chunk_tokens = 100, .max_running = 8, .radix_cache = radix_cache, .mixed_steps = false});
   s.enqueue(request_for(1, {1, 2, 3}, 10));
   step(s);  // prefill: 3 slots, 7 more reserved
   step(s);  // request 1 decodes once, so it is ahead

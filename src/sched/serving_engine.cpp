@@ -6,8 +6,35 @@
 
 namespace mlaserve::sched {
 
+namespace {
+
+// Prompt tokens a step may always run per DP group, whatever the step-time target says, so
+// prefill moves on even when decoding alone takes the whole target.
+constexpr int64_t kMinPrefillTokensPerGroup = 128;
+
+// A plan's rows: prompt tokens, and one-token decodes of cached sequences.
+struct StepRows {
+  int64_t prefill = 0, decode = 0;
+};
+
+StepRows count_rows(const runtime::StepPlan& plan) {
+  StepRows rows;
+  for (const runtime::GroupPlan& g : plan.groups) {
+    for (const runtime::PlannedSequence& s : g.seqs) {
+      const auto n_new = static_cast<int64_t>(s.new_tokens.size());
+      (n_new == 1 && s.n_cached > 0 ? rows.decode : rows.prefill) += n_new;
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
 ServingEngine::ServingEngine(int groups, const EngineOptions& options)
-    : options_(options), balancer_(options.load_balance) {
+    : options_(options),
+      balancer_(options.load_balance),
+      step_budget_(options.max_step_time_ms, options.prefill_tokens_per_step,
+                   kMinPrefillTokensPerGroup * groups) {
   for (int g = 0; g < groups; ++g)
     groups_.emplace_back(options.kv_tokens_per_group, options.limits);
   publish_status();
@@ -154,8 +181,10 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
   take_inbox();
   runtime::StepPlan plan;
   bool any = false;
+  const int64_t group_budget =
+      std::max<int64_t>(1, step_budget_.prefill_tokens() / static_cast<int64_t>(groups_.size()));
   for (auto& g : groups_) {
-    plan.groups.push_back(g.plan_step());
+    plan.groups.push_back(g.plan_step(group_budget));
     any = any || !plan.groups.back().seqs.empty();
   }
   if (!any) {
@@ -164,7 +193,13 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
   }
   plan.released.swap(released_);
   const auto planned = std::chrono::steady_clock::now();
-  apply(worker.step(&plan));
+  std::vector<runtime::SequenceResult> results = worker.step(&plan);
+  const StepRows rows = count_rows(plan);
+  if (rows.prefill > 0 && rows.decode > 0) mixed_steps_ += 1;
+  step_budget_.record(rows.prefill, std::chrono::duration<double, std::milli>(
+                                        std::chrono::steady_clock::now() - planned)
+                                        .count());
+  apply(results);
   // Scheduling time against the whole step tells whether planning step i+1 during step i pays.
   schedule_seconds_ += std::chrono::duration<double>(planned - started).count();
   step_seconds_ +=
@@ -218,6 +253,7 @@ void ServingEngine::publish_status() {
       {"prompt_tokens_total", prompt_tokens_},
       {"generation_tokens_total", tokens_generated_},
       {"steps", steps_},
+      {"mixed_steps", mixed_steps_},
       {"schedule_seconds_total", schedule_seconds_},
       {"step_seconds_total", step_seconds_},
       {"context_length", options_.context_length},
@@ -225,6 +261,11 @@ void ServingEngine::publish_status() {
       {"max_running_requests_per_group", options_.limits.max_running},
       {"max_prefill_tokens_per_group", options_.limits.max_prefill_tokens},
       {"radix_cache", options_.limits.radix_cache},
+      {"mixed_chunk", options_.limits.mixed_steps},
+      {"max_step_time_ms", options_.max_step_time_ms},
+      {"step_prefill_budget", step_budget_.prefill_tokens()},
+      {"step_base_ms", step_budget_.base_ms()},
+      {"step_ms_per_prefill_token", step_budget_.token_ms()},
       {"schedule_policy", options_.limits.policy == SchedulePolicy::Fcfs ? "fcfs" : "lpm"}};
   std::lock_guard lock(status_mutex_);
   status_ = std::move(status);

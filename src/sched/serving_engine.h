@@ -15,13 +15,18 @@
 #include "runtime/worker.h"
 #include "sched/group_scheduler.h"
 #include "sched/load_balancer.h"
+#include "sched/step_budget.h"
 
 namespace mlaserve::sched {
 
 struct EngineOptions {
   int64_t kv_tokens_per_group = 0;
   GroupLimits limits;
-  LoadBalanceMethod load_balance = LoadBalanceMethod::RoundRobin;
+  // Prompt tokens per step over all groups: at most prefill_tokens_per_step, fewer when the
+  // step-time target (max_step_time_ms > 0) says so; see StepTimeBudget.
+  int64_t prefill_tokens_per_step = 8192;
+  double max_step_time_ms = 0;
+  LoadBalanceMethod load_balance = LoadBalanceMethod::CacheAware;
   int64_t context_length = 0;
   std::vector<int64_t> eos_token_ids;
   nlohmann::json layout;  // reported by status()
@@ -54,6 +59,7 @@ class ServingEngine final : public EngineHandle {
   EngineOptions options_;
   std::vector<GroupScheduler> groups_;
   LoadBalancer balancer_;
+  StepTimeBudget step_budget_;
   std::unordered_map<uint64_t, std::shared_ptr<ActiveRequest>> active_;
   std::vector<uint64_t> released_;  // ended since the last plan: leaders drop their samplers
 
@@ -68,6 +74,7 @@ class ServingEngine final : public EngineHandle {
   mutable std::mutex status_mutex_;
   nlohmann::json status_;
   uint64_t requests_finished_ = 0, tokens_generated_ = 0, prompt_tokens_ = 0, steps_ = 0;
+  uint64_t mixed_steps_ = 0;                        // steps that decoded and prefilled together
   double schedule_seconds_ = 0, step_seconds_ = 0;  // rank 0's planning, and whole busy steps
 };
 

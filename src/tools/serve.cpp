@@ -29,8 +29,10 @@ struct ServeOptions {
   int64_t chunked_prefill_size = 8192;
   int64_t max_prefill_tokens = 16384;
   bool disable_radix_cache = false;
+  bool disable_mixed_chunk = false;
+  double max_step_time_ms = 250;
   std::string schedule_policy = "fcfs";
-  std::string load_balance = "round_robin";
+  std::string load_balance = "cache_aware";
 };
 
 sched::ServingEngine* g_engine = nullptr;
@@ -72,6 +74,9 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.limits.max_running = std::max<int64_t>(1, o.max_running_requests / groups);
   e.limits.max_prefill_tokens = std::max<int64_t>(1, o.max_prefill_tokens / groups);
   e.limits.radix_cache = !o.disable_radix_cache;
+  e.limits.mixed_steps = !o.disable_mixed_chunk;
+  e.prefill_tokens_per_step = o.chunked_prefill_size;
+  e.max_step_time_ms = o.max_step_time_ms;
   e.limits.policy = sched::parse_schedule_policy(o.schedule_policy);
   e.load_balance = sched::parse_load_balance_method(o.load_balance);
   e.context_length = cfg.max_position_embeddings;
@@ -174,11 +179,19 @@ void add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--disable-radix-cache", o->disable_radix_cache,
                 "Do not reuse the KV of shared prompt prefixes across requests");
+  cmd->add_flag("--disable-mixed-chunk", o->disable_mixed_chunk,
+                "Run prompt chunks in steps of their own (prefill first, as SGLang without "
+                "--enable-mixed-chunk) instead of beside the running requests' decodes");
+  cmd->add_option("--max-step-time-ms", o->max_step_time_ms,
+                  "Target time of a step that prefills while others decode: the prompt tokens per "
+                  "step adapt to it (measured at run time, at least 128 per DP group, at most "
+                  "--chunked-prefill-size), bounding the time between tokens; 0 turns it off")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--load-balance-method", o->load_balance,
-                  "How new requests pick a DP group: round_robin, minimum_tokens (fewest "
-                  "outstanding tokens) "
-                  "or cache_aware (the group whose radix cache holds half the prompt or more, else "
-                  "minimum_tokens)")
+                  "How new requests pick a DP group: cache_aware (the group whose radix cache "
+                  "holds half the prompt or more, else the fewest outstanding tokens), "
+                  "minimum_tokens (fewest outstanding tokens) or round_robin")
       ->check(CLI::IsMember({"round_robin", "minimum_tokens", "cache_aware"}))
       ->capture_default_str();
   cmd->callback([o] {
