@@ -5,7 +5,7 @@
 
 #include <future>
 
-#include "server_process.h"
+#include "support/server_process.h"
 
 namespace mlaserve::testing {
 namespace {

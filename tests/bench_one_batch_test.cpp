@@ -3,10 +3,10 @@
 // the printed report lines.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <sstream>
 
-#include "test_util.h"
+#include "support/command.h"
+#include "support/files.h"
 
 namespace mlaserve::testing {
 namespace {
@@ -17,13 +17,6 @@ size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
   return n;
-}
-
-std::vector<json> read_jsonl(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::vector<json> records;
-  for (std::string line; std::getline(in, line);) records.push_back(json::parse(line));
-  return records;
 }
 
 // Runs bench-one-batch with `flags`; the records it appended and its output.

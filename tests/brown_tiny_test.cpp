@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <numeric>
 #include <regex>
 
-#include "test_util.h"
+#include "support/command.h"
+#include "support/files.h"
 
 namespace mlaserve::testing {
 namespace {

@@ -1,6 +1,6 @@
 // The collective-sequence check (--check-collectives, on in Debug builds) turns ranks that
 // disagree about a collective into an error naming the layer, instead of a hang or wrong sums.
-#include "golden.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

@@ -1,6 +1,6 @@
 // The engine against the golden references: tiny DeepSeek-V2 / V3 / V3-FP8 models with logits
 // from an independent float64 implementation (tests/data/models/README.md), in both dtypes.
-#include "golden.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

@@ -3,7 +3,7 @@
 #include <optional>
 #include <thread>
 
-#include "golden.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

@@ -1,6 +1,6 @@
 // A layout that cannot run ends the job quickly with a message naming the problem, on every
 // path: our own relaunch and an external mpirun.
-#include "golden.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

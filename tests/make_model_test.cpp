@@ -3,7 +3,9 @@
 // cache) decode of a continuation gives the same logits as a full prefill (normal path) of it.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
+#include "support/command.h"
+#include "support/files.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

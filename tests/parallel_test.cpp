@@ -1,7 +1,7 @@
 // Every parallel layout gives the golden logits and greedy tokens (float32), and the edges of
 // the plan (idle groups, uneven dp_linear shards, prefill beside decode, one-token prompts)
 // behave; counters show dp_linear's FLOP cut and that only legacy padding pads.
-#include "golden.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

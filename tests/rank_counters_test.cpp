@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "golden.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "golden.h"
+#include "support/golden.h"
 
 namespace mlaserve::testing {
 namespace {

@@ -5,24 +5,18 @@
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
-#include "server_process.h"
-#include "test_util.h"
+#include "support/command.h"
+#include "support/files.h"
+#include "support/server_process.h"
+#include "support/sse.h"
 
 namespace mlaserve::testing {
 namespace {
 
 using nlohmann::json;
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The shell commands of README.md's ```sh blocks, in order, one vector per block: lines
 // continued with a backslash joined, comments dropped.
@@ -96,11 +90,8 @@ double english_share(const std::string& text, const std::set<std::string>& vocab
 
 // The content of an SSE chat stream: its chunks' delta contents, concatenated.
 std::string streamed_content(const std::string& sse) {
-  std::istringstream lines(sse);
-  std::string line, content;
-  while (std::getline(lines, line)) {
-    if (line.rfind("data: {", 0) != 0) continue;
-    const json chunk = json::parse(line.substr(6));
+  std::string content;
+  for (const json& chunk : parse_event_stream(sse).events) {
     for (const auto& choice : chunk["choices"]) content += choice["delta"].value("content", "");
   }
   return content;

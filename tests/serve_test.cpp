@@ -7,8 +7,9 @@
 #include <future>
 #include <thread>
 
-#include "server_process.h"
-#include "test_util.h"
+#include "support/command.h"
+#include "support/files.h"
+#include "support/server_process.h"
 
 namespace mlaserve::testing {
 namespace {

@@ -15,11 +15,11 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <sstream>
 #include <thread>
 
-#include "server_process.h"
-#include "test_util.h"
+#include "support/command.h"
+#include "support/files.h"
+#include "support/server_process.h"
 
 namespace mlaserve::testing {
 namespace {
@@ -55,15 +55,6 @@ bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds tim
     std::this_thread::sleep_for(20ms);
   }
   return true;
-}
-
-// The value of one Prometheus series ("name" or "name{labels}") in /metrics text; NaN if absent.
-double metric_value(const std::string& metrics, const std::string& series) {
-  std::istringstream lines(metrics);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nan("");
 }
 
 // How much a counter grew between two /metrics texts (a labelled series appears at its first

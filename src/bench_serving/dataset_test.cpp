@@ -9,20 +9,19 @@
 
 #include "bench_serving/vocabulary.h"
 #include "core/error.h"
+#include "support/tokenizers.h"
 #include "tokenizer/utf8.h"
 
 namespace mlaserve::bench_serving {
 namespace {
 
+using testing::brown_tiny_tokenizer;
+
 constexpr const char* kBrownTiny = "models/brown-tiny";  // tests run in the source tree
 
-const tokenizer::Tokenizer& brown_tiny() {
-  static const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(kBrownTiny);
-  return tokenizer;
-}
-
 const PromptMaker& maker() {
-  static const PromptMaker instance(brown_tiny(), prompt_token_ids(kBrownTiny, brown_tiny()));
+  static const PromptMaker instance(brown_tiny_tokenizer(),
+                                    prompt_token_ids(kBrownTiny, brown_tiny_tokenizer()));
   return instance;
 }
 
@@ -40,7 +39,7 @@ TEST(RandomLengths, FollowSglangsRangeRule) {
 }
 
 TEST(PromptTokenIds, LeaveOutAddedTokensAndPartialCharacters) {
-  const std::vector<int32_t> ids = prompt_token_ids(kBrownTiny, brown_tiny());
+  const std::vector<int32_t> ids = prompt_token_ids(kBrownTiny, brown_tiny_tokenizer());
   const std::set<int32_t> set(ids.begin(), ids.end());
   for (const int32_t added : {0, 1, 2, 4099, 4102, 4103, 4104, 4113}) {
     EXPECT_FALSE(set.contains(added)) << added;
@@ -48,7 +47,8 @@ TEST(PromptTokenIds, LeaveOutAddedTokensAndPartialCharacters) {
   EXPECT_TRUE(set.contains(3));  // "!"
   EXPECT_GT(ids.size(), 3900u);
   for (const int32_t id : ids) {
-    EXPECT_FALSE(tokenizer::utf8::first_invalid_offset(brown_tiny().id_to_bytes(id))) << id;
+    EXPECT_FALSE(tokenizer::utf8::first_invalid_offset(brown_tiny_tokenizer().id_to_bytes(id)))
+        << id;
   }
 }
 
@@ -57,9 +57,10 @@ TEST(PromptMaker, MakesExactlyTheAskedTokenCount) {
   for (const int64_t tokens : {1, 2, 3, 7, 64, 100, 513, 2000}) {
     for (int trial = 0; trial < 5; ++trial) {
       const std::string prompt = maker().make(tokens, rng);
-      EXPECT_EQ(static_cast<int64_t>(brown_tiny().encode(prompt, false).size()), tokens);
+      EXPECT_EQ(static_cast<int64_t>(brown_tiny_tokenizer().encode(prompt, false).size()), tokens);
       // With BOS, as the server encodes it: one more.
-      EXPECT_EQ(static_cast<int64_t>(brown_tiny().encode(prompt, true).size()), tokens + 1);
+      EXPECT_EQ(static_cast<int64_t>(brown_tiny_tokenizer().encode(prompt, true).size()),
+                tokens + 1);
     }
   }
 }
@@ -75,7 +76,8 @@ TEST(Dataset, RandomPromptsHaveTheirDrawnLengths) {
   ASSERT_EQ(requests.size(), 40u);
   std::set<int64_t> lengths;
   for (const BenchRequest& r : requests) {
-    EXPECT_EQ(static_cast<int64_t>(brown_tiny().encode(r.prompt, false).size()), r.prompt_len);
+    EXPECT_EQ(static_cast<int64_t>(brown_tiny_tokenizer().encode(r.prompt, false).size()),
+              r.prompt_len);
     EXPECT_GE(r.prompt_len, 100);
     EXPECT_LE(r.prompt_len, 200);
     EXPECT_GE(r.output_len, 15);
@@ -117,9 +119,10 @@ TEST(Dataset, SharedPrefixPromptsStartWithOneOfTheGroupPrefixes) {
     const size_t join = r.prompt.find("\n\n");
     ASSERT_NE(join, std::string::npos);
     const std::string prefix = r.prompt.substr(0, join);
-    EXPECT_EQ(static_cast<int64_t>(brown_tiny().encode(prefix, false).size()), 64);
+    EXPECT_EQ(static_cast<int64_t>(brown_tiny_tokenizer().encode(prefix, false).size()), 64);
     prefixes.insert(prefix);
-    EXPECT_EQ(static_cast<int64_t>(brown_tiny().encode(r.prompt, false).size()), r.prompt_len);
+    EXPECT_EQ(static_cast<int64_t>(brown_tiny_tokenizer().encode(r.prompt, false).size()),
+              r.prompt_len);
     EXPECT_NEAR(static_cast<double>(r.prompt_len), 64.0 + 20.0 + 1.0, 3.0);
     EXPECT_EQ(r.output_len, 8);
   }

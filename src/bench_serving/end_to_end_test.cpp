@@ -1,18 +1,16 @@
 // bench-serving against a fake server with known chunk timing: TTFT, ITL (including the
 // multi-token chunk rule), TPOT and concurrency within tolerances, token totals equal to what
-// the server generated, failures and timeouts counted, and the CLI's table and JSONL.
+// the server generated, failures and timeouts counted. (The command's table and JSONL:
+// tests/bench_serving_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <numeric>
 
-#include "bench_serving/fake_server.h"
 #include "bench_serving/report.h"
 #include "bench_serving/runner.h"
-#include "bench_serving/test_util.h"
 #include "core/error.h"
+#include "support/fake_server.h"
+#include "support/serving_table.h"
 
 namespace mlaserve::bench_serving {
 namespace {
@@ -36,12 +34,6 @@ BenchOptions options_for(const FakeServer& server, Backend backend, int64_t prom
   return o;
 }
 
-// Tokens the server generated for the measured requests (request 0 is the warm-up).
-int64_t measured_tokens(const FakeServer& server) {
-  const std::vector<int64_t> tokens = server.tokens_per_request();
-  return std::accumulate(tokens.begin() + 1, tokens.end(), int64_t{0});
-}
-
 TEST(EndToEnd, NativeStreamsAreTimedAndCounted) {
   FakeServer server(FakeServerConfig{});
   const BenchmarkRun run = run_benchmark(options_for(server, Backend::Mlaserve, 24), stdout);
@@ -55,7 +47,7 @@ TEST(EndToEnd, NativeStreamsAreTimedAndCounted) {
   EXPECT_EQ(server.flushes(), 1);
   EXPECT_EQ(server.tokens_per_request().size(), 25u);
   EXPECT_EQ(server.tokens_per_request()[0], kOutputLen);  // the warm-up: min(7, 32)
-  EXPECT_EQ(m.total_output, measured_tokens(server));
+  EXPECT_EQ(m.total_output, server.measured_tokens());
   EXPECT_EQ(m.total_output, 24 * kOutputLen);
   EXPECT_EQ(m.total_output_retokenized, m.total_output);  // " the" is one token
   EXPECT_EQ(m.total_input, 24 * 32);
@@ -91,7 +83,7 @@ TEST(EndToEnd, OpenAiBackendsCountUsage) {
       EXPECT_EQ(run.metrics.completed, 8);
       EXPECT_EQ(run.options.model, "fake-model");
       EXPECT_EQ(server.flushes(), 0);  // OpenAI servers have no /flush_cache
-      EXPECT_EQ(run.metrics.total_output, measured_tokens(server));
+      EXPECT_EQ(run.metrics.total_output, server.measured_tokens());
       EXPECT_TRUE(server.problems().empty()) << server.problems().front();
       const size_t gaps = usage_in_every_chunk ? kOutputLen - 1 : 3;  // else one per chunk
       for (const RequestResult& r : run.results) {
@@ -118,7 +110,7 @@ TEST(EndToEnd, LlamaServerStreamsAreCounted) {
     const BenchmarkMetrics& m = run.metrics;
     EXPECT_EQ(m.completed, 8) << m.first_error;
     EXPECT_EQ(run.options.model, "/models/fake.gguf");
-    EXPECT_EQ(m.total_output, measured_tokens(server));
+    EXPECT_EQ(m.total_output, server.measured_tokens());
     EXPECT_EQ(m.total_output, 8 * kOutputLen);
     EXPECT_TRUE(server.problems().empty()) << server.problems().front();
     size_t withheld = 0;
@@ -154,7 +146,7 @@ TEST(EndToEnd, AnErrorChunkMidStreamFailsTheRequest) {
             "server error: The model produced output that does not match the expected "
             "Content-only format");
   EXPECT_FALSE(run.results[1].success);
-  EXPECT_EQ(run.metrics.total_output, measured_tokens(server));
+  EXPECT_EQ(run.metrics.total_output, server.measured_tokens());
 }
 
 TEST(EndToEnd, WithoutStreamingTtftIsTheLatency) {
@@ -181,7 +173,7 @@ TEST(EndToEnd, FailedRequestsAreCountedWithTheFirstError) {
   EXPECT_EQ(run.metrics.failed, 3);
   EXPECT_EQ(run.metrics.first_error, "HTTP 500: boom");
   EXPECT_FALSE(run.results[1].success);
-  EXPECT_EQ(run.metrics.total_output, measured_tokens(server));
+  EXPECT_EQ(run.metrics.total_output, server.measured_tokens());
   EXPECT_NE(format_table(run.options, run.metrics).find("the first error: HTTP 500: boom"),
             std::string::npos);
 }
@@ -211,94 +203,6 @@ TEST(EndToEnd, UnreachableServerNeedsATokenizer) {
   options.base_url = "http://127.0.0.1:1";  // nothing listens on port 1
   options.request_timeout_s = 2.0;
   EXPECT_THROW(run_benchmark(options, stdout), Error);
-}
-
-// Runs a command and returns its stdout.
-std::string run_command(const std::string& command) {
-  std::string output;
-  std::FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  pclose(pipe);
-  return output;
-}
-
-TEST(EndToEnd, CommandPrintsTheTableAndAppendsJsonl) {
-  const char* binary = std::getenv("MLASERVE_BIN");
-  if (binary == nullptr) GTEST_SKIP() << "MLASERVE_BIN is not set (run through ctest)";
-  FakeServer server(FakeServerConfig{});
-  const std::filesystem::path jsonl = std::filesystem::temp_directory_path() /
-                                      ("bench_serving_" + std::to_string(getpid()) + ".jsonl");
-  std::filesystem::remove(jsonl);
-  const std::string command = fmt::format(
-      "{} bench-serving --base-url {} --backend sglang --dataset random --num-prompts 20 "
-      "--random-input-len 16 --random-output-len 7 --random-range-ratio 1 --request-rate 100 "
-      "--max-concurrency 5 --seed 3 --tokenizer models/brown-tiny --output-file {}",
-      binary, server.url(), jsonl.string());
-  const std::string output = run_command(command);
-  testing::expect_full_table(output);
-  for (const char* line :
-       {"Max request concurrency:                 5", "Successful requests:                     20",
-        "Total input tokens:                      320",
-        "Total generated tokens:                  140"}) {
-    EXPECT_NE(output.find(line), std::string::npos) << line << " missing in\n" << output;
-  }
-  std::ifstream file(jsonl);
-  std::string line;
-  ASSERT_TRUE(std::getline(file, line)) << output;
-  const nlohmann::json record = nlohmann::json::parse(line);
-  EXPECT_EQ(record["completed"], 20);
-  EXPECT_EQ(record["total_output_tokens"].get<int64_t>(), measured_tokens(server));
-  EXPECT_EQ(record["total_output_tokens_retokenized"].get<int64_t>(), measured_tokens(server));
-  EXPECT_EQ(record["total_input_tokens"], 320);
-  EXPECT_EQ(record["request_rate"], 100.0);
-  EXPECT_EQ(record["backend"], "sglang");
-  EXPECT_FALSE(std::getline(file, line));  // one record per run
-  std::filesystem::remove(jsonl);
-}
-
-// The command against a server that streams as llama-server does, with an explicit tokenizer
-// (llama-server has no /get_model_info), through both OpenAI backends.
-TEST(EndToEnd, CommandAgainstALlamaServerLikeServer) {
-  const char* binary = std::getenv("MLASERVE_BIN");
-  if (binary == nullptr) GTEST_SKIP() << "MLASERVE_BIN is not set (run through ctest)";
-  for (const char* backend : {"openai", "openai-chat"}) {
-    FakeServerConfig config;
-    config.llama_server_chunks = true;
-    config.tokens_per_chunk = 1;
-    config.withhold_text_every = 5;  // requests 4 and 9 of 0..12
-    FakeServer server(config);
-    const std::filesystem::path jsonl =
-        std::filesystem::temp_directory_path() /
-        fmt::format("bench_serving_llama_{}_{}.jsonl", backend, getpid());
-    std::filesystem::remove(jsonl);
-    const std::string command = fmt::format(
-        "{} bench-serving --base-url {} --backend {} --tokenizer models/brown-tiny --dataset "
-        "random --num-prompts 12 --random-input-len 16 --random-output-len 7 "
-        "--random-range-ratio 1 --max-concurrency 2 --seed 1 --output-file {}",
-        binary, server.url(), backend, jsonl.string());
-    const std::string output = run_command(command);
-    testing::expect_full_table(output);
-    for (const std::string& line :
-         {fmt::format("Backend:                                 {}", backend),
-          std::string("Successful requests:                     12"),
-          std::string("Total generated tokens:                  84")}) {
-      EXPECT_NE(output.find(line), std::string::npos) << line << " missing in\n" << output;
-    }
-    EXPECT_EQ(output.find("failed"), std::string::npos) << output;
-    std::ifstream file(jsonl);
-    std::string line;
-    ASSERT_TRUE(std::getline(file, line)) << output;
-    const nlohmann::json record = nlohmann::json::parse(line);
-    EXPECT_EQ(record["completed"], 12);
-    EXPECT_EQ(record["failed"], 0);
-    EXPECT_EQ(record["total_output_tokens"].get<int64_t>(), measured_tokens(server));
-    // Two requests streamed no text: their 14 tokens are not retokenized.
-    EXPECT_EQ(record["total_output_tokens_retokenized"].get<int64_t>(), 84 - 14);
-    EXPECT_TRUE(server.problems().empty()) << server.problems().front();
-    std::filesystem::remove(jsonl);
-  }
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "bench_serving/test_util.h"
+#include "support/serving_table.h"
 
 namespace mlaserve::bench_serving {
 namespace {

@@ -1,11 +1,10 @@
 // A real HttpServer on 127.0.0.1 (a free port) over the FakeEngine and the brown-tiny
-// tokenizer, with helpers to call it and to read server-sent events.
+// tokenizer, with helpers to call it; server-sent events are read with tests/support's parser.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,47 +12,20 @@
 
 #include "server/fake_engine_test_util.h"
 #include "server/http_server.h"
+#include "support/sse.h"
+#include "support/tokenizers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mlaserve::server::testing {
 
-inline const tokenizer::Tokenizer& brown_tiny_tokenizer() {
-  static const tokenizer::Tokenizer tokenizer = [] {
-    const std::filesystem::path dir = "tests/data/brown-tiny-tokenizer";
-    return tokenizer::Tokenizer::load(std::filesystem::exists(dir) ? dir : "models/brown-tiny");
-  }();
-  return tokenizer;
-}
+using mlaserve::testing::brown_tiny_tokenizer;
+using mlaserve::testing::sse_json_events;
 
 // The id of a vocabulary entry such as "Ġthe" (fails the test if absent).
 inline int32_t id_of(std::string_view token) {
   const std::optional<int32_t> id = brown_tiny_tokenizer().token_to_id(token);
   EXPECT_TRUE(id.has_value()) << token;
   return id.value_or(-1);
-}
-
-// The payloads of a server-sent event stream's "data: " events, in order.
-inline std::vector<std::string> sse_payloads(const std::string& body) {
-  std::vector<std::string> payloads;
-  size_t at = 0;
-  while ((at = body.find("data: ", at)) != std::string::npos) {
-    const size_t end = body.find("\n\n", at);
-    payloads.push_back(body.substr(at + 6, end - at - 6));
-    at = end;
-  }
-  return payloads;
-}
-
-// The JSON events of a stream, checking that it ends with exactly one [DONE].
-inline std::vector<nlohmann::json> sse_json_events(const std::string& body) {
-  std::vector<std::string> payloads = sse_payloads(body);
-  EXPECT_FALSE(payloads.empty());
-  EXPECT_EQ(payloads.empty() ? "" : payloads.back(), "[DONE]") << body;
-  std::vector<nlohmann::json> events;
-  for (size_t i = 0; i + 1 < payloads.size(); ++i) {
-    events.push_back(nlohmann::json::parse(payloads[i]));
-  }
-  return events;
 }
 
 class ServerTest : public ::testing::Test {
@@ -71,7 +43,7 @@ class ServerTest : public ::testing::Test {
     options.port = 0;
     if (options.model_name.empty()) options.model_name = kModelName;
     options.model_path = kModelPath;
-    options.tokenizer_path = "tests/data/brown-tiny-tokenizer";
+    options.tokenizer_path = mlaserve::testing::kBrownTinyTokenizerDir;
     engine_options.vocab_size = tokenizer().vocab_size();
     engine_ = std::make_unique<FakeEngine>(engine_options);
     server_ = std::make_unique<HttpServer>(options, *engine_, tokenizer());

@@ -7,7 +7,7 @@
 namespace mlaserve::tokenizer {
 namespace {
 
-using testing::deepseek_v3;
+using testing::deepseek_v3_tokenizer;
 
 std::vector<nlohmann::json> chat_cases(const std::string& path) {
   const nlohmann::json file = testing::read_json(path);
@@ -18,13 +18,14 @@ class ChatGoldenCase : public ::testing::TestWithParam<nlohmann::json> {};
 
 TEST_P(ChatGoldenCase, RendersEncodesAndDecodes) {
   const nlohmann::json& golden = GetParam();
-  ASSERT_TRUE(deepseek_v3().has_chat_template());
-  const std::string rendered = deepseek_v3().apply_chat_template(
+  ASSERT_TRUE(deepseek_v3_tokenizer().has_chat_template());
+  const std::string rendered = deepseek_v3_tokenizer().apply_chat_template(
       golden.at("messages"), golden.at("add_generation_prompt").get<bool>());
   EXPECT_EQ(rendered, golden.at("rendered").get<std::string>());
   const auto ids = golden.at("ids").get<std::vector<int32_t>>();
-  EXPECT_EQ(deepseek_v3().encode(rendered, false), ids);
-  EXPECT_EQ(deepseek_v3().decode(ids, true), golden.at("decoded_skip_special").get<std::string>());
+  EXPECT_EQ(deepseek_v3_tokenizer().encode(rendered, false), ids);
+  EXPECT_EQ(deepseek_v3_tokenizer().decode(ids, true),
+            golden.at("decoded_skip_special").get<std::string>());
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeekV3, ChatGoldenCase,
@@ -39,8 +40,8 @@ class ChatToolCase : public ::testing::TestWithParam<nlohmann::json> {};
 
 TEST_P(ChatToolCase, RendersAsJinja2Does) {
   const nlohmann::json& golden = GetParam();
-  EXPECT_EQ(deepseek_v3().apply_chat_template(golden.at("messages"),
-                                              golden.at("add_generation_prompt").get<bool>()),
+  EXPECT_EQ(deepseek_v3_tokenizer().apply_chat_template(
+                golden.at("messages"), golden.at("add_generation_prompt").get<bool>()),
             golden.at("rendered").get<std::string>());
 }
 

@@ -1,24 +1,22 @@
 // A tiny byte-level BPE tokenizer.json built in the test, to vary one component at a time.
 #pragma once
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "support/files.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 
-namespace mlaserve::tokenizer::testing {
+namespace mlaserve::testing {
 
 // Ids 0..255 are the bytes, 256 is "ab" (the one merge), 257 is the added token "<s>".
 inline nlohmann::json tiny_tokenizer_json() {
   nlohmann::json vocab = nlohmann::json::object();
   for (int byte = 0; byte < 256; ++byte) {
-    vocab[byte_level::bytes_to_symbols(std::string(1, static_cast<char>(byte)))] = byte;
+    vocab[tokenizer::byte_level::bytes_to_symbols(std::string(1, static_cast<char>(byte)))] = byte;
   }
   vocab["ab"] = 256;
   return {
@@ -32,46 +30,36 @@ inline nlohmann::json tiny_tokenizer_json() {
   };
 }
 
-// A fresh directory per test holding the given files.
+// A fresh directory holding the given files.
 class TinyTokenizerDir {
  public:
-  TinyTokenizerDir() {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           (std::string("mlaserve_tok_") + test->name() + "_" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  ~TinyTokenizerDir() { std::filesystem::remove_all(dir_); }
-  TinyTokenizerDir(const TinyTokenizerDir&) = delete;
-  TinyTokenizerDir& operator=(const TinyTokenizerDir&) = delete;
-
   void write(const std::string& name, const std::string& contents) const {
     std::ofstream(dir_ / name, std::ios::binary) << contents;
   }
-  Tokenizer load(const nlohmann::json& tokenizer,
-                 const nlohmann::json& config = nlohmann::json()) const {
-    write("tokenizer.json", tokenizer.dump());
+  tokenizer::Tokenizer load(const nlohmann::json& tokenizer_json,
+                            const nlohmann::json& config = nlohmann::json()) const {
+    write("tokenizer.json", tokenizer_json.dump());
     if (config.is_null()) {
       std::filesystem::remove(dir_ / "tokenizer_config.json");
     } else {
       write("tokenizer_config.json", config.dump());
     }
-    return Tokenizer::load(dir_);
+    return tokenizer::Tokenizer::load(dir_.path());
   }
   // The message of the Error that loading throws, or "" when it loads.
-  std::string load_error(const nlohmann::json& tokenizer,
+  std::string load_error(const nlohmann::json& tokenizer_json,
                          const nlohmann::json& config = nlohmann::json()) const {
     try {
-      load(tokenizer, config);
+      load(tokenizer_json, config);
     } catch (const Error& e) {
       return e.what();
     }
     return "";
   }
-  const std::filesystem::path& path() const { return dir_; }
+  const std::filesystem::path& path() const { return dir_.path(); }
 
  private:
-  std::filesystem::path dir_;
+  TempDir dir_;
 };
 
-}  // namespace mlaserve::tokenizer::testing
+}  // namespace mlaserve::testing

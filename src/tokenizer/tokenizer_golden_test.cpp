@@ -6,7 +6,7 @@
 namespace mlaserve::tokenizer {
 namespace {
 
-using testing::deepseek_v3;
+using testing::deepseek_v3_tokenizer;
 using testing::from_hex;
 
 std::vector<nlohmann::json> golden_cases() {
@@ -24,17 +24,19 @@ class GoldenCase : public ::testing::TestWithParam<nlohmann::json> {
 };
 
 TEST_P(GoldenCase, EncodesWithoutSpecialTokens) {
-  EXPECT_EQ(deepseek_v3().encode(text(), false), ids("ids"));
+  EXPECT_EQ(deepseek_v3_tokenizer().encode(text(), false), ids("ids"));
 }
 
 TEST_P(GoldenCase, EncodesWithBos) {
-  EXPECT_EQ(deepseek_v3().encode(text(), true), ids("ids_with_special"));
+  EXPECT_EQ(deepseek_v3_tokenizer().encode(text(), true), ids("ids_with_special"));
 }
 
 TEST_P(GoldenCase, Decodes) {
-  EXPECT_EQ(deepseek_v3().decode(ids("ids"), false), expected("decoded"));
-  EXPECT_EQ(deepseek_v3().decode(ids("ids_with_special"), false), expected("decoded_with_special"));
-  EXPECT_EQ(deepseek_v3().decode(ids("ids_with_special"), true), expected("decoded_skip_special"));
+  EXPECT_EQ(deepseek_v3_tokenizer().decode(ids("ids"), false), expected("decoded"));
+  EXPECT_EQ(deepseek_v3_tokenizer().decode(ids("ids_with_special"), false),
+            expected("decoded_with_special"));
+  EXPECT_EQ(deepseek_v3_tokenizer().decode(ids("ids_with_special"), true),
+            expected("decoded_skip_special"));
 }
 
 TEST_P(GoldenCase, TokensAreTheVocabularySpellings) {
@@ -42,14 +44,15 @@ TEST_P(GoldenCase, TokensAreTheVocabularySpellings) {
   const auto tokens = GetParam().at("tokens").get<std::vector<std::string>>();
   ASSERT_EQ(token_ids.size(), tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
-    EXPECT_EQ(deepseek_v3().id_to_token(token_ids[i]), tokens[i]) << "position " << i;
-    EXPECT_EQ(deepseek_v3().token_to_id(tokens[i]), token_ids[i]) << "position " << i;
+    EXPECT_EQ(deepseek_v3_tokenizer().id_to_token(token_ids[i]), tokens[i]) << "position " << i;
+    EXPECT_EQ(deepseek_v3_tokenizer().token_to_id(tokens[i]), token_ids[i]) << "position " << i;
   }
 }
 
 TEST_P(GoldenCase, StreamingDecodeJoinsToTheFullDecode) {
-  EXPECT_EQ(testing::decode_streaming(deepseek_v3(), ids("ids"), false), expected("decoded"));
-  EXPECT_EQ(testing::decode_streaming(deepseek_v3(), ids("ids_with_special"), true),
+  EXPECT_EQ(testing::decode_streaming(deepseek_v3_tokenizer(), ids("ids"), false),
+            expected("decoded"));
+  EXPECT_EQ(testing::decode_streaming(deepseek_v3_tokenizer(), ids("ids_with_special"), true),
             expected("decoded_skip_special"));
 }
 

@@ -32,10 +32,10 @@ std::string mixed_case_text() {
 // English prose: brown-tiny's held-out Brown Corpus documents, decoded and repeated.
 std::string prose_text() {
   const auto tokens =
-      testing::read_json(std::string(testing::kBrownTinyDir) + "/reference_tokens.json")
+      testing::read_json(std::string(testing::kBrownTinyTokenizerDir) + "/reference_tokens.json")
           .at("heldout_tokens")
           .get<std::vector<int32_t>>();
-  return repeat_to_size({testing::brown_tiny().decode(tokens, true)}, "\n\n");
+  return repeat_to_size({testing::brown_tiny_tokenizer().decode(tokens, true)}, "\n\n");
 }
 
 // Random lowercase words: almost every word is new, so the word cache rarely helps and the
@@ -53,7 +53,7 @@ std::string random_word_text() {
 }
 
 void encode_benchmark(benchmark::State& state, const std::string& text) {
-  const Tokenizer& tok = testing::deepseek_v3();
+  const Tokenizer& tok = testing::deepseek_v3_tokenizer();
   size_t ids = 0;
   for (auto _ : state) {
     const std::vector<int32_t> encoded = tok.encode(text, false);
@@ -75,7 +75,7 @@ void BM_EncodeRandomWords(benchmark::State& state) {
 }
 
 void BM_DecodeStreamingProse(benchmark::State& state) {
-  const Tokenizer& tok = testing::deepseek_v3();
+  const Tokenizer& tok = testing::deepseek_v3_tokenizer();
   const std::string text = prose_text();
   const std::vector<int32_t> ids = tok.encode(text, false);
   for (auto _ : state) benchmark::DoNotOptimize(testing::decode_streaming(tok, ids, false));
@@ -83,7 +83,7 @@ void BM_DecodeStreamingProse(benchmark::State& state) {
 }
 
 void BM_LoadDeepSeekV3(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(Tokenizer::load(testing::kDeepSeekV3Dir));
+  for (auto _ : state) benchmark::DoNotOptimize(Tokenizer::load(testing::kDeepSeekV3TokenizerDir));
 }
 
 BENCHMARK(BM_EncodeMixedCases)->Unit(benchmark::kMillisecond)->MinTime(3);

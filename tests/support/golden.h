@@ -6,11 +6,26 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
-#include "test_util.h"
+#include "support/command.h"
+#include "support/files.h"
 
 namespace mlaserve::testing {
+
+// ||got - want|| / ||want|| over n values.
+inline double relative_l2(const std::vector<float>& got, const float* want, size_t n) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
 
 struct Bounds {
   double max_rel_l2 = 1e-4;       // float32 engines land near 1e-6

@@ -1,9 +1,9 @@
-// A fake inference server for the end-to-end tests: SGLang's native /generate and the OpenAI
+// A fake inference server for bench-serving's tests: SGLang's native /generate and the OpenAI
 // completions and chat APIs on 127.0.0.1 (a free port), streaming deterministic chunks with
 // controlled delays: the first chunk carries one token after `first_chunk_delay_s`, each later
 // one `tokens_per_chunk` tokens `chunk_gap_s` after the previous. Every token is the text
 // " the". With llama_server_chunks the OpenAI streams are shaped as llama.cpp's llama-server
-// sends them. Header-only: it is test code, kept out of the library.
+// sends them.
 #pragma once
 
 #include <httplib.h>
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace mlaserve::bench_serving::testing {
+namespace mlaserve::testing {
 
 struct FakeServerConfig {
   double first_chunk_delay_s = 0.03;
@@ -91,6 +91,13 @@ class FakeServer {
   std::vector<int64_t> tokens_per_request() const {
     std::lock_guard lock(mutex_);
     return tokens_;
+  }
+  // Tokens generated for the measured requests (request 0 is bench-serving's warm-up).
+  int64_t measured_tokens() const {
+    std::lock_guard lock(mutex_);
+    int64_t total = 0;
+    for (size_t k = 1; k < tokens_.size(); ++k) total += tokens_[k];
+    return total;
   }
   int64_t flushes() const { return flushes_; }
   // What requests asked that bench-serving should not (not greedy, no ignore_eos...).
@@ -325,4 +332,4 @@ class FakeServer {
   std::atomic<int64_t> flushes_{0};
 };
 
-}  // namespace mlaserve::bench_serving::testing
+}  // namespace mlaserve::testing

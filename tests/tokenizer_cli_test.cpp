@@ -1,43 +1,28 @@
-// The tokenize, detokenize and apply-chat-template subcommands, run as the mlaserve binary that
-// ctest names in MLASERVE_BIN (skipped when the test binary is run without it).
+// The tokenize, detokenize and apply-chat-template subcommands of the mlaserve binary.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <fstream>
 
-#include "tokenizer/tiny_tokenizer_test_util.h"
-#include "tokenizer/tokenizer_test_util.h"
+#include "support/command.h"
+#include "support/files.h"
+#include "support/tokenizers.h"
 
-namespace mlaserve::tokenizer {
+namespace mlaserve::testing {
 namespace {
 
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
 CommandResult run_mlaserve(const std::string& arguments) {
-  const std::string command = std::string(std::getenv("MLASERVE_BIN")) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return run_command(mlaserve_bin() + " " + arguments);
 }
 
 class TokenizerCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (std::getenv("MLASERVE_BIN") == nullptr) GTEST_SKIP() << "MLASERVE_BIN is not set";
-  }
+  // A file `name` in the test's temporary directory holding `contents`; its path.
   std::string input(const std::string& name, const std::string& contents) {
-    files_.write(name, contents);
-    return (files_.path() / name).string();
+    std::ofstream(files_ / name, std::ios::binary) << contents;
+    return (files_ / name).string();
   }
-  testing::TinyTokenizerDir files_;
-  const std::string tokenizer_ = testing::kDeepSeekV3Dir;
+  TempDir files_;
+  const std::string tokenizer_ = kDeepSeekV3TokenizerDir;
 };
 
 TEST_F(TokenizerCli, TokenizeAndDetokenize) {
@@ -83,4 +68,4 @@ TEST_F(TokenizerCli, ErrorsAreOneLineAndExitCodeOne) {
 }
 
 }  // namespace
-}  // namespace mlaserve::tokenizer
+}  // namespace mlaserve::testing

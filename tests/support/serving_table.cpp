@@ -1,16 +1,15 @@
-// Shared by the bench tests: the table's labels and section titles in printed order, and a
-// check that a printed table has every one of them.
-#pragma once
+#include "support/serving_table.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
-#include <string>
 #include <string_view>
 
-namespace mlaserve::bench_serving::testing {
+namespace mlaserve::testing {
+namespace {
 
-inline constexpr std::array<std::string_view, 33> kTableLines = {
+// The table's labels and section titles in printed order.
+constexpr std::array<std::string_view, 33> kTableLines = {
     "============ Serving Benchmark Result ============",
     "Backend:",
     "Traffic request rate:",
@@ -46,8 +45,9 @@ inline constexpr std::array<std::string_view, 33> kTableLines = {
     "==================================================",
 };
 
-// Every line of kTableLines starts a line of `output`, in order.
-inline void expect_full_table(const std::string& output) {
+}  // namespace
+
+void expect_full_table(const std::string& output) {
   size_t at = 0;
   for (const std::string_view line : kTableLines) {
     std::string start_of_line = "\n";  // (not "\n" + ...: GCC 12 warns falsely of -Wrestrict)
@@ -59,4 +59,4 @@ inline void expect_full_table(const std::string& output) {
   }
 }
 
-}  // namespace mlaserve::bench_serving::testing
+}  // namespace mlaserve::testing

@@ -1,0 +1,53 @@
+#include "support/command.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace mlaserve::testing {
+
+std::string mlaserve_bin() {
+  const char* bin = std::getenv("MLASERVE_BIN");
+  return bin ? bin : "build/src/tools/mlaserve";
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult r{0, ""};
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed: " + command};
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void expect_fails_fast(const std::string& command, double seconds,
+                       const std::vector<std::string>& messages) {
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r =
+      run_command("timeout -k 5 " + std::to_string(static_cast<int>(seconds) + 10) + " " + command);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "timed out: the job hung\n" << r.output;
+  EXPECT_LT(took, seconds) << r.output;
+  for (const std::string& m : messages)
+    EXPECT_NE(r.output.find(m), std::string::npos) << m << "\n" << r.output;
+}
+
+nlohmann::json run_eval(const std::filesystem::path& model_dir, const nlohmann::json& input,
+                        const std::string& flags, const TempDir& tmp, int max_new_tokens) {
+  write_json(tmp / "in.json", input);
+  const auto r =
+      run_command(mlaserve_bin() + " eval --model " + model_dir.string() + " --input " +
+                  (tmp / "in.json").string() + " --output " + (tmp / "out.json").string() +
+                  " --max-new-tokens " + std::to_string(max_new_tokens) + " " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0 ? read_json(tmp / "out.json") : nlohmann::json::object();
+}
+
+}  // namespace mlaserve::testing

@@ -1,0 +1,33 @@
+// Shell commands and the mlaserve binary, run from the repository root.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/files.h"
+
+namespace mlaserve::testing {
+
+// Path of the mlaserve binary (ctest sets MLASERVE_BIN).
+std::string mlaserve_bin();
+
+struct CommandResult {
+  int exit_code;       // -1 when it did not exit normally
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` through the shell and waits for it.
+CommandResult run_command(const std::string& command);
+
+// Runs a job that must fail on its own: a non-zero exit within `seconds` (under `timeout`, so a
+// hang fails the test rather than stalling the suite), with each of `messages` in its output.
+void expect_fails_fast(const std::string& command, double seconds,
+                       const std::vector<std::string>& messages);
+
+// Runs `mlaserve eval` on the model in `model_dir`; returns the output JSON (exit code checked).
+nlohmann::json run_eval(const std::filesystem::path& model_dir, const nlohmann::json& input,
+                        const std::string& flags, const TempDir& tmp, int max_new_tokens);
+
+}  // namespace mlaserve::testing

@@ -1,0 +1,157 @@
+#include "support/server_process.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "support/command.h"
+
+namespace mlaserve::testing {
+
+httplib::Client ServerApi::client() const {
+  httplib::Client client("127.0.0.1", port_);
+  if (!api_key_.empty()) client.set_bearer_token_auth(api_key_);
+  client.set_read_timeout(300, 0);
+  return client;
+}
+
+httplib::Result ServerApi::post(const std::string& path, const std::string& body) const {
+  return client().Post(path, body, "application/json");
+}
+
+nlohmann::json ServerApi::call(const std::string& path, const nlohmann::json* body) const {
+  const httplib::Result result = body ? post(path, body->dump()) : get(path);
+  EXPECT_TRUE(result) << path << ": no response";
+  if (!result) return nlohmann::json::object();
+  EXPECT_EQ(result->status, 200) << path << ": " << result->body;
+  return nlohmann::json::parse(result->body, nullptr, /*allow_exceptions=*/false);
+}
+
+EventStream ServerApi::stream(const std::string& path, nlohmann::json body) const {
+  body["stream"] = true;
+  const httplib::Result result = post(path, body.dump());
+  EXPECT_TRUE(result) << path << ": no response";
+  if (!result) return {};
+  EXPECT_EQ(result->get_header_value("Content-Type"), "text/event-stream") << result->body;
+  EventStream stream = parse_event_stream(result->body);
+  stream.status = result->status;
+  return stream;
+}
+
+std::string ServerApi::metrics() const {
+  const httplib::Result result = get("/metrics");
+  EXPECT_TRUE(result && result->status == 200);
+  return result ? result->body : std::string();
+}
+
+std::vector<int> ServerApi::tokenize(const nlohmann::json& body) const {
+  return post_json("/tokenize", body).value("tokens", std::vector<int>{});
+}
+
+std::string ServerApi::detokenize(const std::vector<int>& ids, bool skip_special_tokens) const {
+  const nlohmann::json body = {{"tokens", ids}, {"skip_special_tokens", skip_special_tokens}};
+  return post_json("/detokenize", body).value("text", std::string());
+}
+
+double metric_value(const std::string& metrics, const std::string& series) {
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nan("");
+}
+
+ServerProcess::ServerProcess(const std::string& flags)
+    : ServerProcess(ServerCommand{
+          mlaserve_bin() + " serve --port 0 --dtype float32 --kv-cache-memory 64 " + flags}) {}
+
+ServerProcess::ServerProcess(const ServerCommand& command, int wait_seconds) {
+  const std::string log_path = (tmp_ / "log").string();
+  const std::string line = "exec " + command.line;
+  std::ofstream(log_path).close();  // so that log() reads it from the start
+  const pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ == 0) {
+    // Only async-signal-safe calls from here to exec: the test process has other threads.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test killed (a ctest timeout) takes its server along
+    if (getppid() != parent) _exit(127);
+    const int fd = open(log_path.c_str(), O_WRONLY | O_TRUNC);
+    if (fd < 0) _exit(127);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  if (pid_ < 0) {
+    ADD_FAILURE() << "cannot fork for " << command.line << ": " << std::strerror(errno);
+    return;
+  }
+  setpgid(pid_, pid_);  // (also here, so that the group exists whichever runs first)
+  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+)\D)");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
+  for (;;) {
+    std::smatch match;
+    const std::string text = log();
+    if (std::regex_search(text, match, listening)) {
+      port_ = std::stoi(match[1].str());
+      return;
+    }
+    if (const std::string how = ended(); !how.empty()) {
+      ADD_FAILURE() << "the server " << how << " before listening: " << command.line << "\n"
+                    << log();
+      return;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ADD_FAILURE() << "the server did not listen within " << wait_seconds << " s: " << command.line
+                    << "\n"
+                    << log();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 100 && ended().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The group id stays taken until the server is reaped, so this reaches no other process.
+  kill(-pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+std::string ServerProcess::ended() const {
+  siginfo_t info{};
+  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return "is gone";
+  }
+  if (info.si_pid != pid_) return "";
+  if (info.si_code == CLD_EXITED) return "exited with status " + std::to_string(info.si_status);
+  return "was killed by signal " + std::to_string(info.si_status);
+}
+
+nlohmann::json ServerProcess::generate_json(const std::vector<int>& ids, int max_new) const {
+  const nlohmann::json body = {
+      {"input_ids", ids},
+      {"return_logprob", true},
+      {"sampling_params", {{"max_new_tokens", max_new}, {"temperature", 0}, {"ignore_eos", true}}}};
+  return call("/generate", &body);
+}
+
+}  // namespace mlaserve::testing

@@ -1,0 +1,15 @@
+#include "support/tokenizers.h"
+
+namespace mlaserve::testing {
+
+const tokenizer::Tokenizer& brown_tiny_tokenizer() {
+  static const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(kBrownTinyTokenizerDir);
+  return tokenizer;
+}
+
+const tokenizer::Tokenizer& deepseek_v3_tokenizer() {
+  static const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(kDeepSeekV3TokenizerDir);
+  return tokenizer;
+}
+
+}  // namespace mlaserve::testing
