@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Serving throughput sweep (issue 5): starts `mlaserve serve` with the given flags on a loopback
-# port, runs `bench-serving` at each concurrency, prints each table and rank 0's scheduling time
-# against the busy step time, and stops the server.
+# port, warms it up on 8 prompts of their own, runs `bench-serving` at each concurrency (each on
+# prompts no earlier run sent, so nothing comes from the radix cache), prints each table and rank
+# 0's scheduling time against the busy step time, and stops the server.
 #
 #   bench/serving_sweep.sh BIN MODEL TOKENIZER "SERVE FLAGS" "CONCURRENCIES" PROMPTS INPUT_LEN OUTPUT_LEN
 #   bench/serving_sweep.sh build/src/tools/mlaserve /tmp/bench-500m /tmp/bench-tok "--tp 2" "8 32" 32 256 64
@@ -23,11 +24,16 @@ echo "== serve $flags (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 report='import json, sys
 e = json.load(sys.stdin)["engine"]
 print("   scheduling %.3f s of %.1f s busy, %d steps" % (e["schedule_seconds_total"], e["step_seconds_total"], e["steps"]))'
-for c in $concurrencies; do
+# bench_run PROMPTS CONCURRENCY SEED: one bench-serving run against the server.
+bench_run() {
   "$bin" bench-serving --base-url "http://127.0.0.1:$port" --backend mlaserve --tokenizer "$tokenizer" \
-    --dataset random --num-prompts "$prompts" --random-input-len "$input_len" \
+    --dataset random --num-prompts "$1" --random-input-len "$input_len" \
     --random-output-len "$output_len" --random-range-ratio 1 --request-rate inf \
-    --max-concurrency "$c" --seed 1 --output-file /dev/null 2>/dev/null |
+    --max-concurrency "$2" --seed "$3" --output-file /dev/null 2>/dev/null
+}
+bench_run 8 8 1 >/dev/null
+for c in $concurrencies; do
+  bench_run "$prompts" "$c" $((100 + c)) |
     sed -n '/Serving Benchmark Result/,/^=*$/p' | grep -vE "^=|^-|Backend|Traffic|retokenized"
   curl -s "127.0.0.1:$port/get_server_info" | python3 -c "$report"
 done

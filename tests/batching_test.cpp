@@ -1,9 +1,12 @@
 // Continuous batching end to end (issue 5) on brown-tiny in float32: many concurrent requests of
 // mixed lengths each get the tokens they get alone; a KV pool far too small for them forces
-// retractions without changing any output; a shared prompt prefix comes from the radix cache.
+// retractions without changing any output; long prompts prefilled in chunks beside running
+// decodes (mixed steps) change nothing; a shared prompt prefix comes from the radix cache.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
+#include <thread>
 
 #include "support/server_process.h"
 
@@ -69,6 +72,51 @@ TEST(Batching, SixtyFourMixedRequestsEqualTheirAloneOutputsWithDpAttention) {
   EXPECT_EQ(status["load"].size(), 2u);
 }
 
+TEST(Batching, SixtyFourMixedRequestsEqualTheirAloneOutputsWithoutMixedSteps) {
+  const json status = expect_batched_equals_alone("--disable-mixed-chunk", mixed_jobs(64));
+  EXPECT_EQ(status["mixed_steps"], 0);
+}
+
+// Long prompts (600-900 tokens) arrive while short ones decode: with a step-time target of 1 ms
+// every step prefills only the 128-token floor beside the decodes, so the long prompts run in
+// chunks next to them; every request still gets the tokens it gets alone.
+void expect_long_prompts_beside_decodes_equal_alone(const std::string& flags) {
+  std::vector<Job> jobs = mixed_jobs(8);
+  for (Job& job : jobs) job.max_new = 40;
+  for (size_t i = 4; i < jobs.size(); ++i) {
+    while (jobs[i].prompt.size() < 600 + 100 * (i - 4))
+      jobs[i].prompt.push_back(static_cast<int>(200 + jobs[i].prompt.size() * 17 % 3700));
+  }
+  ServerProcess server("--max-step-time-ms 1 " + flags);
+  ASSERT_GT(server.port(), 0);
+  std::vector<std::vector<int>> alone;
+  for (const Job& job : jobs) alone.push_back(server.generate(job.prompt, job.max_new));
+  const json empty = json::object();
+  server.call("/flush_cache", &empty);
+  const json before = server.call("/get_server_info")["engine"];
+  const std::vector<Job> short_jobs(jobs.begin(), jobs.begin() + 4);
+  const std::vector<Job> long_jobs(jobs.begin() + 4, jobs.end());
+  auto decoding =
+      std::async(std::launch::async, [&] { return run_concurrently(server, short_jobs); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::vector<std::vector<int>> long_outputs = run_concurrently(server, long_jobs);
+  const std::vector<std::vector<int>> short_outputs = decoding.get();
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(short_outputs[i], alone[i]) << "short request " << i;
+    EXPECT_EQ(long_outputs[i], alone[4 + i]) << "long request " << i;
+  }
+  const json after = server.call("/get_server_info")["engine"];
+  EXPECT_GT(after["mixed_steps"].get<int64_t>(), before["mixed_steps"].get<int64_t>())
+      << after.dump();
+}
+
+TEST(Batching, LongPromptsBesideDecodesEqualTheirAloneOutputsSingleRank) {
+  expect_long_prompts_beside_decodes_equal_alone("");
+}
+TEST(Batching, LongPromptsBesideDecodesEqualTheirAloneOutputsWithDpAttention) {
+  expect_long_prompts_beside_decodes_equal_alone("--tp 4 --dp 2 --enable-dp-attention");
+}
+
 // 400 slots per group against ~24 x 100 tokens of demand: decode runs out of KV, requests are
 // retracted (their latents kept in the radix cache or dropped) and finish later, unchanged.
 void expect_retraction_keeps_outputs(const std::string& flags) {
@@ -95,7 +143,7 @@ TEST(Batching, RetractionKeepsOutputsWithDpAttention) {
 
 // Two requests share a 200-token prefix: the second reuses it (cached_tokens) and both give the
 // tokens (and logprobs) a server without the cache gives. Under DP attention the cache-aware
-// balancer sends the second request to the group that holds the prefix.
+// balancer (the default) sends the second request to the group that holds the prefix.
 void expect_shared_prefix_reused(const std::string& flags) {
   std::vector<int> prefix = mixed_jobs(10)[9].prompt;  // BOS + 110 tokens
   while (prefix.size() < 200) prefix.push_back(static_cast<int>(300 + prefix.size() * 13 % 3000));
@@ -132,8 +180,7 @@ TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
   expect_shared_prefix_reused("");
 }
 TEST(Batching, SharedPrefixFindsItsGroupUnderDpAttention) {
-  expect_shared_prefix_reused(
-      "--tp 2 --dp 2 --enable-dp-attention --load-balance-method cache_aware");
+  expect_shared_prefix_reused("--tp 2 --dp 2 --enable-dp-attention");  // the default balancer
 }
 
 // A request the KV pool can never hold is refused with a 400 naming the limit, and the server
