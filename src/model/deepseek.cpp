@@ -179,10 +179,16 @@ void DeepseekModel::attention(int64_t layer, const StepInput& in, const float* x
     kernels::rope_interleaved(q + t * nh * qk + nope, nh, qk, rope, rope_.cos(pos), rope_.sin(pos));
   }
 
-  // Store the new latents, then attend per sequence: pure prefill decompresses K/V (normal
-  // path); a sequence with a cached prefix attends in latent space (absorbed path).
+  // Store the new latents, then attend: pure prefill decompresses K/V (normal path); a sequence
+  // with a cached prefix attends in latent space (absorbed path). The step's decodes (one new
+  // token each) go through the absorption together: one batch of W_UK and one of W_UV products
+  // over all their rows, in jobs of up to 8 rows (the GEMV's range), instead of two batches per
+  // sequence that each re-read every head's weights for a single row.
+  constexpr int64_t kDecodeJobRows = 8;
   float* kv_layer = kv.layer(layer);
   float* o = take(buf_.o, T * nh * v);  // [T, nh, v]
+  std::vector<AbsorbedSequence>& decodes = buf_.decodes;
+  decodes.clear();
   int64_t row = 0;
   for (const SequenceStep& s : in.seqs) {
     for (int64_t j = 0; j < s.n_new; ++j) {
@@ -191,11 +197,15 @@ void DeepseekModel::attention(int64_t layer, const StepInput& in, const float* x
     }
     if (s.n_cached == 0) {
       attend_normal(w, s, q + row * nh * qk, latent + row * (kvl + rope), o + row * nh * v);
+    } else if (s.n_new == 1) {
+      decodes.push_back({&s, row});
     } else {
-      attend_absorbed(w, s, q + row * nh * qk, kv_layer, o + row * nh * v);
+      const AbsorbedSequence extend{&s, row};
+      attend_absorbed(w, {&extend, 1}, s.n_new, q, kv_layer, o);
     }
     row += s.n_new;
   }
+  if (!decodes.empty()) attend_absorbed(w, decodes, kDecodeJobRows, q, kv_layer, o);
   // Output projection of this rank's heads: [T, nh*v] -> [T, H] partial sums.
   linear(FlopKind::O, o, T, w.o, out);
 }
@@ -230,42 +240,72 @@ void DeepseekModel::attend_normal(const AttentionWeights& w, const SequenceStep&
 
 // Absorbed path: q_nope·W_UK turns each head's query into latent space, attention runs as MQA
 // with one KV head of dim kvl+rope over the cached latents, and W_UV maps the result back. The
-// per-head products are small (kvl × nope), so each direction runs as one batch over all heads.
-void DeepseekModel::attend_absorbed(const AttentionWeights& w, const SequenceStep& s,
+// per-head products are small (kvl × nope), so each direction runs as one batch over all heads
+// and all the sequences' rows, in jobs of at most job_rows rows. q is the step's [T, nh, qk],
+// o its [T, nh, v]; the sequences' new rows are gathered into R rows here.
+void DeepseekModel::attend_absorbed(const AttentionWeights& w,
+                                    std::span<const AbsorbedSequence> seqs, int64_t job_rows,
                                     const float* q, const float* kv_layer, float* o) {
-  const int64_t n = s.n_new, nh = heads_.size(), kvl = cfg_.kv_lora_rank,
-                rope = cfg_.qk_rope_head_dim;
+  const int64_t nh = heads_.size(), kvl = cfg_.kv_lora_rank, rope = cfg_.qk_rope_head_dim;
   const int64_t nope = cfg_.qk_nope_head_dim, qk = cfg_.qk_head_dim(), v = cfg_.v_head_dim;
-  const int64_t n_kv = s.n_cached + n, d_abs = kvl + rope, per_head = n * std::max({nope, kvl, v});
-  float* q_abs = take(buf_.q_absorbed, n * nh * d_abs);  // [n, nh, kvl + rope]
-  float* head_in = take(buf_.head_in, nh * per_head);    // per head [n, nope], then [n, kvl]
-  float* head_out = take(buf_.head_out, nh * per_head);  // per head [n, kvl], then [n, v]
-  std::vector<kernels::MatmulJob>& jobs = buf_.jobs;
-  jobs.clear();
-  for (int64_t h = 0; h < nh; ++h) {
-    copy_columns(q, nh * qk, h * qk, n, nope, head_in + h * n * nope, nope);
-    jobs.push_back(
-        {head_in + h * n * nope, n, &w.uk[static_cast<size_t>(h)], head_out + h * n * kvl});
+  const int64_t d_abs = kvl + rope;
+  int64_t R = 0;
+  for (const AbsorbedSequence& s : seqs) R += s.step->n_new;
+  const int64_t per_head = R * std::max({nope, kvl, v});
+  float* q_abs = take(buf_.q_absorbed, R * nh * d_abs);  // [R, nh, kvl + rope]
+  float* head_in = take(buf_.head_in, nh * per_head);    // per head [R, nope], then [R, kvl]
+  float* head_out = take(buf_.head_out, nh * per_head);  // per head [R, kvl], then [R, v]
+  float* o_lat = take(buf_.o_latent, R * nh * kvl);      // [R, nh, kvl]
+  // One batch of per-head products in_h [R, in] -> out_h [R, out] with weights[h].
+  const auto per_head_batch = [&](const std::vector<kernels::Weight>& weights, int64_t in,
+                                  int64_t out) {
+    std::vector<kernels::MatmulJob>& jobs = buf_.jobs;
+    jobs.clear();
+    for (int64_t h = 0; h < nh; ++h) {
+      for (int64_t r = 0; r < R; r += job_rows) {
+        jobs.push_back({head_in + h * R * in + r * in, std::min(job_rows, R - r),
+                        &weights[static_cast<size_t>(h)], head_out + h * R * out + r * out});
+      }
+    }
+    linear_batch(FlopKind::Absorb, jobs);
+  };
+
+  int64_t r = 0;  // gathered row of the sequence's first new token
+  for (const AbsorbedSequence& s : seqs) {
+    for (int64_t h = 0; h < nh; ++h) {
+      copy_columns(q + s.row * nh * qk, nh * qk, h * qk, s.step->n_new, nope,
+                   head_in + h * R * nope + r * nope, nope);
+    }
+    r += s.step->n_new;
   }
-  linear_batch(FlopKind::Absorb, jobs);
-  for (int64_t h = 0; h < nh; ++h) {
-    copy_columns(head_out + h * n * kvl, kvl, 0, n, kvl, q_abs + h * d_abs, nh * d_abs);
-    copy_columns(q, nh * qk, h * qk + nope, n, rope, q_abs + h * d_abs + kvl, nh * d_abs);
+  per_head_batch(w.uk, nope, kvl);
+  r = 0;
+  for (const AbsorbedSequence& s : seqs) {
+    const int64_t n = s.step->n_new, n_kv = s.step->n_cached + n;
+    for (int64_t h = 0; h < nh; ++h) {
+      copy_columns(head_out + h * R * kvl + r * kvl, kvl, 0, n, kvl,
+                   q_abs + r * nh * d_abs + h * d_abs, nh * d_abs);
+      copy_columns(q + s.row * nh * qk, nh * qk, h * qk + nope, n, rope,
+                   q_abs + r * nh * d_abs + h * d_abs + kvl, nh * d_abs);
+    }
+    flops_[static_cast<size_t>(FlopKind::Attention)] +=
+        2.0 * static_cast<double>(n * n_kv * nh * (2 * kvl + rope));
+    kernels::mla_attention_absorbed(
+        {n, nh, kvl, rope, n_kv, static_cast<float>(cfg_.softmax_scale())}, q_abs + r * nh * d_abs,
+        kv_layer, s.step->kv_slots.data(), o_lat + r * nh * kvl);
+    r += n;
   }
-  float* o_lat = take(buf_.o_latent, n * nh * kvl);  // [n, nh, kvl]
-  flops_[static_cast<size_t>(FlopKind::Attention)] +=
-      2.0 * static_cast<double>(n * n_kv * nh * (2 * kvl + rope));
-  kernels::mla_attention_absorbed(
-      {n, nh, kvl, rope, n_kv, static_cast<float>(cfg_.softmax_scale())}, q_abs, kv_layer,
-      s.kv_slots.data(), o_lat);
-  jobs.clear();
-  for (int64_t h = 0; h < nh; ++h) {
-    copy_columns(o_lat, nh * kvl, h * kvl, n, kvl, head_in + h * n * kvl, kvl);
-    jobs.push_back({head_in + h * n * kvl, n, &w.uv[static_cast<size_t>(h)], head_out + h * n * v});
-  }
-  linear_batch(FlopKind::Absorb, jobs);
   for (int64_t h = 0; h < nh; ++h)
-    copy_columns(head_out + h * n * v, v, 0, n, v, o + h * v, nh * v);
+    copy_columns(o_lat, nh * kvl, h * kvl, R, kvl, head_in + h * R * kvl, kvl);
+  per_head_batch(w.uv, kvl, v);
+  r = 0;
+  for (const AbsorbedSequence& s : seqs) {
+    for (int64_t h = 0; h < nh; ++h) {
+      copy_columns(head_out + h * R * v + r * v, v, 0, s.step->n_new, v, o + s.row * nh * v + h * v,
+                   nh * v);
+    }
+    r += s.step->n_new;
+  }
 }
 
 void DeepseekModel::linear_batch(FlopKind kind, std::span<const kernels::MatmulJob> jobs) {

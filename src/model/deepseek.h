@@ -58,6 +58,12 @@ struct SequenceStep {
   std::span<const int32_t> kv_slots;
 };
 
+// A sequence on the absorbed attention path and the row of its first new token in the step.
+struct AbsorbedSequence {
+  const SequenceStep* step = nullptr;
+  int64_t row = 0;
+};
+
 struct StepInput {
   std::vector<int32_t> tokens;     // [T] new tokens of all sequences, concatenated
   std::vector<int32_t> positions;  // [T]
@@ -80,6 +86,7 @@ struct StepBuffers {
   std::vector<int32_t> expert_ids;                                // moe
   std::vector<int64_t> picks, expert_begin, expert_fill;          // moe
   std::vector<kernels::MatmulJob> jobs;
+  std::vector<AbsorbedSequence> decodes;  // attention
 };
 
 // FLOPs this rank spent per layer kind (2 per multiply-add), for tests and benchmarks.
@@ -109,8 +116,8 @@ class DeepseekModel {
                  StepComm& comm, float* out);
   void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q,
                      const float* latent, float* o);
-  void attend_absorbed(const AttentionWeights& w, const SequenceStep& seq, const float* q,
-                       const float* kv_layer, float* o);
+  void attend_absorbed(const AttentionWeights& w, std::span<const AbsorbedSequence> seqs,
+                       int64_t job_rows, const float* q, const float* kv_layer, float* o);
   void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
   void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
   std::vector<float> logits(const float* x, const std::vector<int64_t>& rows, StepComm& comm);
