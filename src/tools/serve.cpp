@@ -30,7 +30,7 @@ struct ServeOptions {
   int64_t max_prefill_tokens = 16384;
   bool disable_radix_cache = false;
   bool disable_mixed_chunk = false;
-  double max_step_time_ms = 250;
+  double max_step_time_ms = 500;
   std::string schedule_policy = "fcfs";
   std::string load_balance = "cache_aware";
 };
