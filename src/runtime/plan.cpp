@@ -91,7 +91,7 @@ int64_t GroupPlan::n_tokens() const {
 
 bool GroupPlan::extend() const {
   for (const auto& s : seqs) {
-    if (s.new_tokens.size() != 1 || s.n_cached == 0) return true;
+    if (!s.is_decode()) return true;
   }
   return false;
 }

@@ -22,6 +22,9 @@ struct PlannedSequence {
   sampling::SamplingParams sampling{.temperature =
                                         0.0f};  // the leader keeps one sampler per request
   int32_t top_logprobs = -1;  // -1: no logprobs; n >= 0: chosen token's logprob and n alternatives
+
+  // One new token over a cached prefix (else it runs a prompt or a prompt chunk).
+  bool is_decode() const { return new_tokens.size() == 1 && n_cached > 0; }
 };
 
 struct GroupPlan {

@@ -12,7 +12,7 @@ namespace {
 // prefill moves on even when decoding alone takes the whole target.
 constexpr int64_t kMinPrefillTokensPerGroup = 128;
 
-// A plan's rows: prompt tokens, and one-token decodes of cached sequences.
+// A plan's rows: prompt tokens, and decodes.
 struct StepRows {
   int64_t prefill = 0, decode = 0;
 };
@@ -21,8 +21,7 @@ StepRows count_rows(const runtime::StepPlan& plan) {
   StepRows rows;
   for (const runtime::GroupPlan& g : plan.groups) {
     for (const runtime::PlannedSequence& s : g.seqs) {
-      const auto n_new = static_cast<int64_t>(s.new_tokens.size());
-      (n_new == 1 && s.n_cached > 0 ? rows.decode : rows.prefill) += n_new;
+      (s.is_decode() ? rows.decode : rows.prefill) += static_cast<int64_t>(s.new_tokens.size());
     }
   }
   return rows;

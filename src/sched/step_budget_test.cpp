@@ -51,8 +51,7 @@ TEST(StepTimeBudget, ALongPromptIsSplitSoStepsStayNearTheTarget) {
     runtime::GroupPlan plan = group.plan_step(budget.prefill_tokens());
     int64_t prompt = 0, decodes = 0;
     for (const auto& p : plan.seqs) {
-      const auto n = static_cast<int64_t>(p.new_tokens.size());
-      (n == 1 && p.n_cached > 0 ? decodes : prompt) += n;
+      (p.is_decode() ? decodes : prompt) += static_cast<int64_t>(p.new_tokens.size());
       if (!p.sample) continue;
       for (const auto& r : group.running())
         if (r->id == p.id) r->generated.push_back(1);
