@@ -3,6 +3,7 @@
 // One primitive per (m, N, K, type, packed) is created on first use and cached.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -32,7 +33,10 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-memory::data_type data_type(WeightType type) {
+// The matmul's data type: the weight's own for F32/BF16; for FP8/INT8 the type their
+// dequantized panels take (their activations').
+memory::data_type data_type(const Weight& w) {
+  const WeightType type = w.quantized() ? w.activations() : w.type();
   return type == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
 }
 
@@ -41,19 +45,29 @@ const void* weight_data(const Weight& w) {
                                      : static_cast<const void*>(w.b16());
 }
 
-memory::desc row_major_weight_desc(const Weight& w) {
-  return memory::desc({w.cols(), w.rows()}, data_type(w.type()), Tag::ba);
+// Row-major W[n, k] as oneDNN's weights [k, n].
+memory::desc row_major_weight_desc(int64_t n, int64_t k, memory::data_type type) {
+  return memory::desc({k, n}, type, Tag::ba);
 }
 
-// Primitive descriptor for x[m, K] · weights → y[m, N] with the given weights layout.
-dnnl::matmul::primitive_desc matmul_desc(int64_t m, const Weight& w, const memory::desc& weights) {
-  const memory::desc src({m, w.cols()}, data_type(w.type()), Tag::ab);
-  const memory::desc dst({m, w.rows()}, memory::data_type::f32, Tag::ab);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), cpu_engine());
+// One product's shape: x[m, k] · weights → y[m, n], rows of y ldy floats apart.
+struct Shape {
+  int64_t m, n, k;
+  memory::data_type type;
+  int64_t ldy;
+};
+
+memory::desc dst_desc(const Shape& s) {
+  return memory::desc({s.m, s.n}, memory::data_type::f32, memory::dims{s.ldy, 1});
 }
 
-// Key of a cached primitive: m, N, K, weight type, packed or row-major weights.
-using PrimitiveKey = std::tuple<int64_t, int64_t, int64_t, WeightType, bool>;
+dnnl::matmul::primitive_desc matmul_desc(const Shape& s, const memory::desc& weights) {
+  const memory::desc src({s.m, s.k}, s.type, Tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst_desc(s)), cpu_engine());
+}
+
+// Key of a cached primitive: m, n, k, data type, packed or row-major weights, ldy.
+using PrimitiveKey = std::tuple<int64_t, int64_t, int64_t, memory::data_type, bool, int64_t>;
 
 // Prefill chunk sizes bring ever new m; past this many primitives the map starts over instead
 // of growing without bound (oneDNN's own primitive cache still makes recent ones cheap).
@@ -61,39 +75,91 @@ constexpr size_t kMaxCachedPrimitives = 1024;
 
 // The primitive for this call's shape, created on first use. Returned by value (a reference-
 // counted handle), so clearing the map cannot pull it from under a running call.
-dnnl::matmul cached_primitive(int64_t m, const Weight& w, const memory::desc& weights) {
+dnnl::matmul cached_primitive(const Shape& s, bool packed, const memory::desc& weights) {
   static std::mutex mutex;
   static std::map<PrimitiveKey, dnnl::matmul> primitives;
-  const PrimitiveKey key{m, w.rows(), w.cols(), w.type(), w.packed != nullptr};
+  const PrimitiveKey key{s.m, s.n, s.k, s.type, packed, s.ldy};
   const std::lock_guard lock(mutex);
   auto it = primitives.find(key);
   if (it == primitives.end()) {
     if (primitives.size() >= kMaxCachedPrimitives) primitives.clear();
-    it = primitives.emplace(key, dnnl::matmul(matmul_desc(m, w, weights))).first;
+    it = primitives.emplace(key, dnnl::matmul(matmul_desc(s, weights))).first;
   }
   return it->second;
 }
 
-// x as the matmul's src: f32 used in place; for BF16 weights rounded into a per-thread buffer.
-memory source_memory(const float* x, int64_t m, const Weight& w) {
-  const memory::desc desc({m, w.cols()}, data_type(w.type()), Tag::ab);
-  if (w.type() == WeightType::F32) return memory(desc, cpu_engine(), const_cast<float*>(x));
+// x as the matmul's src: f32 used in place; for bf16 rounded into a per-thread buffer.
+memory source_memory(const float* x, int64_t m, int64_t k, memory::data_type type) {
+  const memory::desc desc({m, k}, type, Tag::ab);
+  if (type == memory::data_type::f32) return memory(desc, cpu_engine(), const_cast<float*>(x));
   thread_local std::vector<bf16> rounded;
-  rounded.resize(static_cast<size_t>(m * w.cols()));
-  round_rows_to_bf16(x, m, w.cols(), w.cols(), rounded.data());
+  rounded.resize(static_cast<size_t>(m * k));
+  round_rows_to_bf16(x, m, k, k, rounded.data());
   return memory(desc, cpu_engine(), rounded.data());
+}
+
+void execute(const Shape& s, const dnnl::matmul& primitive, const memory& source,
+             const memory& weights, float* y) {
+  thread_local dnnl::stream stream(cpu_engine());
+  park_threads();  // oneDNN runs on its own OpenMP team
+  primitive.execute(stream, {{DNNL_ARG_SRC, source},
+                             {DNNL_ARG_WEIGHTS, weights},
+                             {DNNL_ARG_DST, memory(dst_desc(s), cpu_engine(), y)}});
+  stream.wait();
+}
+
+// Bytes of one dequantized panel of an FP8/INT8 weight: the GEMM reads it from the last-level
+// cache while the next panel has not been written yet, and the scratch stays bounded whatever
+// the weight's size (DeepSeek-V3's dense gate_up is 528 MB in bf16).
+constexpr int64_t kPanelBytes = 8 << 20;
+
+// Rows [first, last) of w dequantized into panel, on the kernels' threads.
+void dequantize_panel(const Weight& w, int64_t first, int64_t last, void* panel) {
+  const bool parallel = (last - first) * w.cols() >= (1 << 16);
+  for_ranges(last - first, parallel, [&](int64_t begin, int64_t end) {
+    if (w.activations() == WeightType::F32) {
+      dequantize_rows_f32(w, first + begin, first + end,
+                          static_cast<float*>(panel) + begin * w.cols());
+    } else {
+      dequantize_rows_bf16(w, first + begin, first + end,
+                           static_cast<bf16*>(panel) + begin * w.cols());
+    }
+  });
+}
+
+// FP8/INT8 weights: each panel of rows is dequantized to the activations' type once per call
+// and multiplied as a row-major weight.
+void dnnl_matmul_quantized(const float* x, int64_t m, const Weight& w, float* y) {
+  const memory::data_type type = data_type(w);
+  const int64_t value_bytes = type == memory::data_type::f32 ? 4 : 2;
+  const int64_t panel_rows =
+      std::clamp<int64_t>(kPanelBytes / (w.cols() * value_bytes) / 16 * 16, 16, w.rows());
+  thread_local std::vector<float> panel;  // float-aligned storage for either type
+  panel.resize(static_cast<size_t>((panel_rows * w.cols() * value_bytes + 3) / 4));
+  const memory source = source_memory(x, m, w.cols(), type);
+  for (int64_t first = 0; first < w.rows(); first += panel_rows) {
+    const int64_t rows = std::min(panel_rows, w.rows() - first);
+    dequantize_panel(w, first, first + rows, panel.data());
+    const Shape shape{m, rows, w.cols(), type, w.rows()};
+    const memory::desc weights_desc = row_major_weight_desc(rows, w.cols(), type);
+    const memory weights(weights_desc, cpu_engine(), panel.data());
+    execute(shape, cached_primitive(shape, false, weights_desc), source, weights, y + first);
+  }
 }
 
 }  // namespace
 
-bool dnnl_supports(WeightType type) {
+bool dnnl_supports(const Weight& w) {
+  const WeightType type = w.quantized() ? w.activations() : w.type();
   return !reference_kernels_forced() && (type == WeightType::F32 || cpu_has_avx512_bf16());
 }
 
 std::shared_ptr<void> dnnl_pack(const Weight& w) {
-  const memory::desc any({w.cols(), w.rows()}, data_type(w.type()), Tag::any);
-  const memory::desc packed_desc = matmul_desc(kPackingProbeRows, w, any).weights_desc();
-  memory row_major(row_major_weight_desc(w), cpu_engine(), const_cast<void*>(weight_data(w)));
+  const Shape shape{kPackingProbeRows, w.rows(), w.cols(), data_type(w), w.rows()};
+  const memory::desc any({w.cols(), w.rows()}, shape.type, Tag::any);
+  const memory::desc packed_desc = matmul_desc(shape, any).weights_desc();
+  memory row_major(row_major_weight_desc(w.rows(), w.cols(), shape.type), cpu_engine(),
+                   const_cast<void*>(weight_data(w)));
   auto packed = std::make_shared<PackedWeight>(PackedWeight{memory(packed_desc, cpu_engine())});
   dnnl::stream stream(cpu_engine());
   dnnl::reorder(row_major, packed->weights).execute(stream, row_major, packed->weights);
@@ -102,19 +168,18 @@ std::shared_ptr<void> dnnl_pack(const Weight& w) {
 }
 
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
+  if (w.quantized()) {
+    dnnl_matmul_quantized(x, m, w, y);
+    return;
+  }
+  const Shape shape{m, w.rows(), w.cols(), data_type(w), w.rows()};
   const auto* packed = static_cast<const PackedWeight*>(w.packed.get());
-  const memory weights =
-      packed ? packed->weights
-             : memory(row_major_weight_desc(w), cpu_engine(), const_cast<void*>(weight_data(w)));
-  const dnnl::matmul primitive = cached_primitive(m, w, weights.get_desc());
-  const memory::desc dst({m, w.rows()}, memory::data_type::f32, Tag::ab);
-  const memory source = source_memory(x, m, w);  // may run on the kernel thread pool
-  thread_local dnnl::stream stream(cpu_engine());
-  park_threads();  // oneDNN runs on its own OpenMP team
-  primitive.execute(stream, {{DNNL_ARG_SRC, source},
-                             {DNNL_ARG_WEIGHTS, weights},
-                             {DNNL_ARG_DST, memory(dst, cpu_engine(), y)}});
-  stream.wait();
+  const memory weights = packed ? packed->weights
+                                : memory(row_major_weight_desc(w.rows(), w.cols(), shape.type),
+                                         cpu_engine(), const_cast<void*>(weight_data(w)));
+  const dnnl::matmul primitive = cached_primitive(shape, packed != nullptr, weights.get_desc());
+  const memory source = source_memory(x, m, w.cols(), shape.type);  // may use the kernel pool
+  execute(shape, primitive, source, weights, y);
 }
 
 }  // namespace mlaserve::kernels

@@ -171,8 +171,16 @@ MLASERVE_AVX512_BF16 void round_row_to_bf16(const float* x, int64_t cols, int64_
   }
 }
 
-// Weight rows [first, last) of one job, x already rounded to bf16 for BF16 jobs (xb).
+bool rounds_x(const GemvJob& job) {
+  return job.type != WeightType::F32;
+}
+
+// Weight rows [first, last) of one job, x already rounded to bf16 for BF16/FP8/INT8 jobs (xb).
 void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first, int64_t last) {
+  if (job.type == WeightType::FP8 || job.type == WeightType::INT8) {
+    gemv_q8_rows(job, xb, k_padded, first, last);
+    return;
+  }
   for (int64_t row = first; row < last; row += kTileRows) {
     const bool full = row + kTileRows <= last;
     if (job.type == WeightType::F32) {
@@ -201,7 +209,16 @@ int64_t padded_cols(const GemvJob& job) {
 }
 
 int64_t row_bytes(const GemvJob& job) {
-  return job.k * (job.type == WeightType::F32 ? 4 : 2);
+  switch (job.type) {
+    case WeightType::F32:
+      return job.k * 4;
+    case WeightType::BF16:
+      return job.k * 2;
+    case WeightType::FP8:
+    case WeightType::INT8:
+      break;
+  }
+  return job.k;
 }
 
 // The first row of a job at or after byte position `pos` of the concatenated weights, where
@@ -226,19 +243,19 @@ void round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t out_
 }
 
 void gemv_batch(std::span<const GemvJob> jobs) {
-  // x of every BF16 job rounded once, zero-padded to whole 32-column chunks (no x tail masks).
+  // x of every BF16/FP8/INT8 job rounded once, zero-padded to whole 32-column chunks (no x tail
+  // masks).
   thread_local std::vector<bf16> rounded;
   thread_local std::vector<int64_t> offsets;
   offsets.assign(jobs.size() + 1, 0);
   for (size_t j = 0; j < jobs.size(); ++j) {
-    const bool b16 = jobs[j].type == WeightType::BF16;
-    offsets[j + 1] = offsets[j] + (b16 ? jobs[j].m * padded_cols(jobs[j]) : 0);
+    offsets[j + 1] = offsets[j] + (rounds_x(jobs[j]) ? jobs[j].m * padded_cols(jobs[j]) : 0);
   }
   rounded.resize(static_cast<size_t>(offsets.back()));
   int64_t total_bytes = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const GemvJob& job = jobs[j];
-    if (job.type == WeightType::BF16) {
+    if (rounds_x(job)) {
       for (int64_t i = 0; i < job.m; ++i) {
         round_row_to_bf16(job.x + i * job.k, job.k, padded_cols(job),
                           rounded.data() + offsets[j] + i * padded_cols(job));

@@ -1,5 +1,6 @@
 // matmul() and prepare(): hand-written AVX-512 GEMV for few rows of x (decode, bound by the
-// weight stream), oneDNN on packed weights for many rows (prefill, bound by FMA throughput).
+// weight stream), oneDNN on packed weights for many rows (prefill, bound by FMA throughput); FP8
+// and INT8 weights the same way, their GEMM on panels dequantized per call.
 #include <algorithm>
 #include <vector>
 
@@ -20,17 +21,26 @@ namespace {
 // rate. Beyond 8 rows the GEMV's FLOP rate falls behind oneDNN's.
 constexpr int64_t kMaxGemvRows = 8;
 
+// Whether x is used as bf16 with this weight (BF16, or FP8/INT8 with bf16 activations).
+bool rounds_x(const Weight& w) {
+  return w.type() == WeightType::BF16 || (w.quantized() && w.activations() == WeightType::BF16);
+}
+
+// FP8/INT8 weights with float32 activations (exactness checks) take the dequantizing GEMM path
+// at every m: their GEMV would need a second set of kernels for a mode that is not about speed.
 bool use_gemv(const MatmulJob& job) {
   const Weight& w = *job.w;
-  const bool supported = w.type() == WeightType::F32 ? cpu_has_avx512() : cpu_has_avx512_bf16();
+  const bool supported =
+      w.type() == WeightType::F32 ? cpu_has_avx512() : rounds_x(w) && cpu_has_avx512_bf16();
   return supported && w.cols() > 0 && job.m <= kMaxGemvRows;
 }
 
 GemvJob gemv_job(const MatmulJob& job) {
   const Weight& w = *job.w;
-  const void* data = w.type() == WeightType::F32 ? static_cast<const void*>(w.f32())
-                                                 : static_cast<const void*>(w.b16());
-  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y};
+  const void* data = w.type() == WeightType::F32    ? static_cast<const void*>(w.f32())
+                     : w.type() == WeightType::BF16 ? static_cast<const void*>(w.b16())
+                                                    : static_cast<const void*>(w.codes());
+  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y, &w.scales()};
 }
 
 // A job that does not go to the GEMV kernels.
@@ -38,13 +48,13 @@ void matmul_other(const MatmulJob& job) {
   const Weight& w = *job.w;
   if (w.cols() == 0) {
     std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
-  } else if (dnnl_supports(w.type())) {
+  } else if (dnnl_supports(w)) {
     dnnl_matmul(job.x, job.m, w, job.y);
-  } else if (reference_kernels_forced()) {
+  } else if (reference_kernels_forced() || !rounds_x(w)) {
     ref::matmul(job.x, job.m, w, job.y);
   } else {
-    // BF16 on a CPU without AVX512_BF16: x rounded to bf16 as the fast kernels round it, so that
-    // the fast path computes the same bf16 × bf16 → f32 products on every CPU.
+    // bf16 activations on a CPU without AVX512_BF16: x rounded to bf16 as the fast kernels round
+    // it, so that the fast path computes the same bf16 × weight → f32 products on every CPU.
     thread_local std::vector<float> rounded;
     rounded.resize(static_cast<size_t>(job.m * w.cols()));
     for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(job.x[i]));
@@ -55,7 +65,8 @@ void matmul_other(const MatmulJob& job) {
 }  // namespace
 
 void prepare(Weight& w) {
-  if (!w.empty() && w.cols() > 0 && dnnl_supports(w.type())) w.packed = dnnl_pack(w);
+  // FP8/INT8 stay as they are: their GEMM dequantizes panels per call.
+  if (!w.empty() && w.cols() > 0 && !w.quantized() && dnnl_supports(w)) w.packed = dnnl_pack(w);
 }
 
 void matmul(const float* x, int64_t m, const Weight& w, float* y) {

@@ -10,8 +10,8 @@
 
 namespace mlaserve::kernels {
 
-// One product of a batch: W is float (F32) or bf16 (BF16, x rounded to bf16 once, then
-// vdpbf16ps accumulates in fp32).
+// One product of a batch: W is float (F32), bf16 (BF16: x rounded to bf16 once, then vdpbf16ps
+// accumulates in fp32) or FP8/INT8 codes with their scales (x rounded to bf16 as for BF16).
 struct GemvJob {
   const float* x;
   int64_t m;
@@ -19,6 +19,7 @@ struct GemvJob {
   WeightType type;
   int64_t n, k;
   float* y;
+  const BlockScales* scales = nullptr;  // FP8/INT8 only
 };
 
 // Runs every job in one parallel pass: the threads split the concatenated weight rows of all
@@ -26,6 +27,16 @@ struct GemvJob {
 // for the price of one thread start. Needs cpu_has_avx512() (and cpu_has_avx512_bf16() when
 // any job is BF16).
 void gemv_batch(std::span<const GemvJob> jobs);
+
+// Weight rows [first, last) of an FP8/INT8 job, x already rounded to bf16 (rows k_padded
+// apart, zero past k). Needs cpu_has_avx512_bf16(). Used by gemv_batch.
+void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
+                  int64_t last);
+
+// Rows [first, last) of an FP8/INT8 weight as values (code value × scale; rounded once to
+// bf16 in the bf16 form), w.cols() apart in out. The bf16 form needs cpu_has_avx512_bf16().
+void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out);
+void dequantize_rows_f32(const Weight& w, int64_t first, int64_t last, float* out);
 
 // One-job forms of gemv_batch.
 void gemv_f32(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y);

@@ -3,6 +3,7 @@
 // A GPU backend would implement this header again. Activations are always float32, row-major.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -12,26 +13,67 @@
 
 namespace mlaserve::kernels {
 
-enum class WeightType { F32, BF16 };
+// F32 and BF16 hold the values themselves. FP8 and INT8 hold one code byte per value and a
+// float32 scale per block of values (Weight::at() is code value × scale):
+//  - FP8: e4m3fn codes (core/numeric.h) with the 128×128 block scales of DeepSeek-V3
+//    checkpoints;
+//  - INT8: symmetric per-output-row int8 in [-127, 127], stored sign-magnitude (bit 7 the sign,
+//    bits 0-6 |q|) so that both decode as sign | table[code & 0x7f] in the same kernels.
+enum class WeightType { F32, BF16, FP8, INT8 };
+
+const char* weight_type_name(WeightType type);
+
+// How the scales of an FP8/INT8 weight cover it. Blocks are col_block columns wide; a shard
+// may start inside a checkpoint block, so the first block covers local columns
+// [0, col_block - col_phase) and the others follow every col_block columns. Rows map to block
+// rows through row_block (fused weights stack tensors whose blocks restart at each one).
+struct BlockScales {
+  int64_t col_block = 0;           // 128 for FP8, the row length for INT8
+  int64_t col_phase = 0;           // in [0, col_block)
+  int64_t col_blocks = 0;          // blocks per row: ceil((cols + col_phase) / col_block)
+  std::vector<float> scales;       // [block rows, col_blocks]
+  std::vector<int32_t> row_block;  // [rows]: each row's block row
+
+  // Local columns [begin, end) of column block j of a row of `cols` values.
+  int64_t block_begin(int64_t j) const { return j == 0 ? 0 : j * col_block - col_phase; }
+  int64_t block_end(int64_t j, int64_t cols) const {
+    return std::min(cols, (j + 1) * col_block - col_phase);
+  }
+  const float* row_scales(int64_t row) const {
+    return scales.data() + static_cast<size_t>(row_block[static_cast<size_t>(row)] * col_blocks);
+  }
+};
+
+// The value of an 8-bit code without its scale (sign-magnitude decode per WeightType).
+float code_value(WeightType type, uint8_t code);
 
 // A linear layer's weight W[rows, cols] (rows = outputs N, cols = inputs K), row-major as in
-// HF checkpoints. Fill data via f32()/b16(), then call prepare() once: the backend may then
-// keep a private copy in its preferred layout (e.g. oneDNN blocked) in `packed`.
+// HF checkpoints. Fill data via f32()/b16() (or codes() and scales() for FP8/INT8), then call
+// prepare() once: the backend may then keep a private copy in its preferred layout (e.g.
+// oneDNN blocked) in `packed`.
 class Weight {
  public:
   Weight() = default;
-  Weight(WeightType type, int64_t rows, int64_t cols);
+  // activations: for FP8/INT8, the precision x is used in (F32: exact products; BF16: x
+  // rounded to bf16 as for BF16 weights). F32/BF16 weights ignore it.
+  Weight(WeightType type, int64_t rows, int64_t cols, WeightType activations = WeightType::BF16);
 
   WeightType type() const { return type_; }
+  bool quantized() const { return type_ == WeightType::FP8 || type_ == WeightType::INT8; }
+  WeightType activations() const { return activations_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   bool empty() const { return rows_ == 0; }
-  size_t bytes() const;
+  size_t bytes() const;  // resident bytes, scales included
 
   float* f32() { return f32_.data(); }
   const float* f32() const { return f32_.data(); }
   bf16* b16() { return b16_.data(); }
   const bf16* b16() const { return b16_.data(); }
+  uint8_t* codes() { return codes_.data(); }
+  const uint8_t* codes() const { return codes_.data(); }
+  BlockScales& scales() { return scales_; }
+  const BlockScales& scales() const { return scales_; }
 
   // Value of W[r, c] as float, whatever the storage (tests and slow paths).
   float at(int64_t r, int64_t c) const;
@@ -40,9 +82,12 @@ class Weight {
 
  private:
   WeightType type_ = WeightType::F32;
+  WeightType activations_ = WeightType::BF16;
   int64_t rows_ = 0, cols_ = 0;
   std::vector<float> f32_;
   std::vector<bf16> b16_;
+  std::vector<uint8_t> codes_;
+  BlockScales scales_;
 };
 
 // Every op runs its scalar reference (reference.h) instead of the fast path, for checking the

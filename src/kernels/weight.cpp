@@ -3,24 +3,65 @@
 
 namespace mlaserve::kernels {
 
-Weight::Weight(WeightType type, int64_t rows, int64_t cols)
-    : type_(type), rows_(rows), cols_(cols) {
+const char* weight_type_name(WeightType type) {
+  switch (type) {
+    case WeightType::F32:
+      return "float32";
+    case WeightType::BF16:
+      return "bfloat16";
+    case WeightType::FP8:
+      return "fp8_e4m3";
+    case WeightType::INT8:
+      return "int8";
+  }
+  return "?";
+}
+
+float code_value(WeightType type, uint8_t code) {
+  if (type == WeightType::FP8) return fp8_e4m3_to_f32(code);
+  const auto magnitude = static_cast<float>(code & 0x7f);
+  return (code & 0x80) ? -magnitude : magnitude;
+}
+
+Weight::Weight(WeightType type, int64_t rows, int64_t cols, WeightType activations)
+    : type_(type), activations_(activations), rows_(rows), cols_(cols) {
   if (rows < 0 || cols < 0) fail("weight shape [{}, {}] is negative", rows, cols);
+  if (activations != WeightType::F32 && activations != WeightType::BF16)
+    fail("internal: activations of a weight must be float32 or bfloat16");
   const auto count = static_cast<size_t>(rows * cols);
-  if (type == WeightType::F32) {
-    f32_.resize(count);
-  } else {
-    b16_.resize(count);
+  switch (type) {
+    case WeightType::F32:
+      f32_.resize(count);
+      break;
+    case WeightType::BF16:
+      b16_.resize(count);
+      break;
+    case WeightType::FP8:
+    case WeightType::INT8:
+      codes_.resize(count);
+      scales_.row_block.resize(static_cast<size_t>(rows));
+      break;
   }
 }
 
 size_t Weight::bytes() const {
-  return f32_.size() * sizeof(float) + b16_.size() * sizeof(bf16);
+  return f32_.size() * sizeof(float) + b16_.size() * sizeof(bf16) + codes_.size() +
+         scales_.scales.size() * sizeof(float) + scales_.row_block.size() * sizeof(int32_t);
 }
 
 float Weight::at(int64_t r, int64_t c) const {
   const size_t i = static_cast<size_t>(r * cols_ + c);
-  return type_ == WeightType::F32 ? f32_[i] : bf16_to_f32(b16_[i]);
+  switch (type_) {
+    case WeightType::F32:
+      return f32_[i];
+    case WeightType::BF16:
+      return bf16_to_f32(b16_[i]);
+    case WeightType::FP8:
+    case WeightType::INT8:
+      break;
+  }
+  const int64_t block = (c + scales_.col_phase) / scales_.col_block;
+  return code_value(type_, codes_[i]) * scales_.row_scales(r)[block];
 }
 
 }  // namespace mlaserve::kernels

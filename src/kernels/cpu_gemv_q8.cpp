@@ -1,0 +1,166 @@
+// GEMV on FP8/INT8 weights for small m, and their dequantization for the GEMM path. The codes
+// are decoded to bf16 in registers as they stream in (q8_decode.h), multiplied with x (rounded
+// to bf16 once, as for BF16 weights) by vdpbf16ps into one accumulator per scale block, and
+// each block's sum is scaled when the block ends: the products are exact, and a weight costs
+// one byte of memory traffic instead of two.
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "kernels/gemv.h"
+#include "kernels/q8_decode.h"
+
+namespace mlaserve::kernels {
+namespace {
+
+// block[r][i] += x row i · decoded weight row r over columns [c, c + count), count <= 32.
+template <int kRows, int kM>
+MLASERVE_AVX512_BF16 inline __attribute__((always_inline)) void accumulate(
+    const bf16* x, int64_t k_padded, const uint8_t* w, int64_t k, int64_t c, int64_t count,
+    const DecodeTable& table, __m512 (&block)[kRows][kM]) {
+  __m512bh xv[kM];
+#pragma GCC unroll 8
+  for (int i = 0; i < kM; ++i)
+    xv[i] = (__m512bh)_mm512_maskz_loadu_epi16(first_lanes32(count), x + i * k_padded + c);
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+    const __m512bh wv = (__m512bh)decode_codes(load_codes(w + r * k + c, count), table);
+#pragma GCC unroll 8
+    for (int i = 0; i < kM; ++i) block[r][i] = _mm512_dpbf16_ps(block[r][i], wv, xv[i]);
+  }
+}
+
+// y[i * y_stride + r] = x[i] · W[row + r] for r < kRows, i < kM. Accumulators: kRows·kM block
+// sums plus as many totals must fit the 32 zmm registers beside the four table vectors, two
+// constants and the loaded vectors: 8 × 1 or 4 × 2.
+template <int kRows, int kM>
+MLASERVE_AVX512_BF16 void tile_q8(const bf16* x, int64_t k_padded, const uint8_t* w, int64_t k,
+                                  const BlockScales& s, int64_t row, const DecodeTable& table,
+                                  float* y, int64_t y_stride) {
+  __m512 total[kRows][kM], block[kRows][kM];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < kM; ++i) total[r][i] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < s.col_blocks; ++j) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 8
+      for (int i = 0; i < kM; ++i) block[r][i] = _mm512_setzero_ps();
+    const int64_t end = s.block_end(j, k);
+    int64_t c = s.block_begin(j);
+    for (; c + 32 <= end; c += 32) accumulate<kRows, kM>(x, k_padded, w, k, c, 32, table, block);
+    // Masked: lanes past the block read zero codes and zero x.
+    if (c < end) accumulate<kRows, kM>(x, k_padded, w, k, c, end - c, table, block);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 scale = _mm512_set1_ps(s.row_scales(row + r)[j]);
+#pragma GCC unroll 8
+      for (int i = 0; i < kM; ++i) total[r][i] = _mm512_fmadd_ps(block[r][i], scale, total[r][i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < kM; ++i) y[i * y_stride + r] = hsum(total[r][i]);
+}
+
+// Weight rows [row, row + rows) against every x row. Pairs of x rows go 4 weight rows at a
+// time (the 8 rows of a thread's block are then read twice per pair, from L1/L2).
+MLASERVE_AVX512_BF16 void row_block_q8(const GemvJob& job, const bf16* xb, int64_t k_padded,
+                                       int64_t row, int64_t rows, const DecodeTable& table) {
+  const uint8_t* w = static_cast<const uint8_t*>(job.w) + row * job.k;
+  const BlockScales& s = *job.scales;
+  for (int64_t i = 0; i < job.m;) {
+    const bf16* x = xb + i * k_padded;
+    float* y = job.y + i * job.n + row;
+    if (rows == 8 && i + 2 <= job.m) {
+      tile_q8<4, 2>(x, k_padded, w, job.k, s, row, table, y, job.n);
+      tile_q8<4, 2>(x, k_padded, w + 4 * job.k, job.k, s, row + 4, table, y + 4, job.n);
+      i += 2;
+    } else if (rows == 8) {
+      tile_q8<8, 1>(x, k_padded, w, job.k, s, row, table, y, job.n);
+      i += 1;
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        tile_q8<1, 1>(x, k_padded, w + r * job.k, job.k, s, row + r, table, y + r, job.n);
+      i += 1;
+    }
+  }
+}
+
+DecodeTable make_table(WeightType type) {
+  alignas(64) std::array<bf16, 128> magnitudes;
+  for (int code = 0; code < 128; ++code)
+    magnitudes[static_cast<size_t>(code)] =
+        f32_to_bf16(code_value(type, static_cast<uint8_t>(code)));
+  DecodeTable table;
+  for (int part = 0; part < 4; ++part) {
+    std::memcpy(&table.entries[part], magnitudes.data() + 32 * part, 64);
+  }
+  return table;
+}
+
+// One scaled block segment of a row, decoded and rounded: out[c] = bf16(value(code[c]) · scale).
+MLASERVE_AVX512_BF16 void dequantize_segment(const uint8_t* codes, int64_t count, float scale,
+                                             const DecodeTable& table, bf16* out) {
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < count; c += 32) {
+    const int64_t n = std::min<int64_t>(32, count - c);
+    const __m512i v = decode_codes(load_codes(codes + c, n), table);
+    // bf16 → f32 is a 16-bit shift of each half.
+    const __m512 lo = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
+    const __m512 hi = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+    const __m512bh scaled = _mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, s), _mm512_mul_ps(lo, s));
+    _mm512_mask_storeu_epi16(out + c, first_lanes32(n), (__m512i)scaled);
+  }
+}
+
+}  // namespace
+
+const DecodeTable& decode_table(WeightType type) {
+  static const DecodeTable fp8 = make_table(WeightType::FP8);
+  static const DecodeTable int8 = make_table(WeightType::INT8);
+  return type == WeightType::FP8 ? fp8 : int8;
+}
+
+void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
+                  int64_t last) {
+  const DecodeTable& table = decode_table(job.type);
+  for (int64_t row = first; row < last; row += 8) {
+    row_block_q8(job, xb, k_padded, row, std::min<int64_t>(8, last - row), table);
+  }
+}
+
+void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out) {
+  const DecodeTable& table = decode_table(w.type());
+  const BlockScales& s = w.scales();
+  for (int64_t r = first; r < last; ++r) {
+    const uint8_t* codes = w.codes() + r * w.cols();
+    bf16* row = out + (r - first) * w.cols();
+    for (int64_t j = 0; j < s.col_blocks; ++j) {
+      const int64_t begin = s.block_begin(j), end = s.block_end(j, w.cols());
+      dequantize_segment(codes + begin, end - begin, s.row_scales(r)[j], table, row + begin);
+    }
+  }
+}
+
+void dequantize_rows_f32(const Weight& w, int64_t first, int64_t last, float* out) {
+  std::array<float, 256> values;
+  for (int code = 0; code < 256; ++code)
+    values[static_cast<size_t>(code)] = code_value(w.type(), static_cast<uint8_t>(code));
+  const BlockScales& s = w.scales();
+  for (int64_t r = first; r < last; ++r) {
+    const uint8_t* codes = w.codes() + r * w.cols();
+    float* row = out + (r - first) * w.cols();
+    for (int64_t j = 0; j < s.col_blocks; ++j) {
+      const float scale = s.row_scales(r)[j];
+      for (int64_t c = s.block_begin(j); c < s.block_end(j, w.cols()); ++c)
+        row[c] = values[codes[c]] * scale;
+    }
+  }
+}
+
+}  // namespace mlaserve::kernels

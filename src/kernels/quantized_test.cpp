@@ -1,0 +1,169 @@
+// FP8 and INT8 weights: the in-register decode against core/numeric.h on every code, and
+// matmul's fast paths (GEMV for few rows, dequantized panels for many) against the scalar
+// reference on random codes and scales, over shapes where a shard starts inside a 128-block
+// (col_phase), fused weights restart their block rows, and rows and columns end mid-block.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_isa.h"
+#include "kernels/ops.h"
+#include "kernels/q8_decode.h"
+#include "kernels/reference.h"
+
+namespace mlaserve::kernels {
+namespace {
+
+MLASERVE_AVX512 std::vector<bf16> decode_all_codes(WeightType type) {
+  std::vector<bf16> out(256);
+  for (int first = 0; first < 256; first += 32) {
+    std::vector<uint8_t> codes(32);
+    for (int i = 0; i < 32; ++i) codes[static_cast<size_t>(i)] = static_cast<uint8_t>(first + i);
+    const __m512i decoded = decode_codes(load_codes(codes.data(), 32), decode_table(type));
+    _mm512_storeu_si512(out.data() + first, decoded);
+  }
+  return out;
+}
+
+TEST(Quantized, EveryCodeDecodesExactly) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "the decode kernel needs AVX-512 (F, BW)";
+  for (WeightType type : {WeightType::FP8, WeightType::INT8}) {
+    const std::vector<bf16> decoded = decode_all_codes(type);
+    for (int code = 0; code < 256; ++code) {
+      SCOPED_TRACE(testing::Message() << weight_type_name(type) << " code " << code);
+      const float expected = type == WeightType::FP8 ? fp8_e4m3_to_f32(static_cast<uint8_t>(code))
+                             : (code & 0x80) ? -static_cast<float>(code & 0x7f)  // sign-magnitude
+                                             : static_cast<float>(code);
+      const float actual = bf16_to_f32(decoded[static_cast<size_t>(code)]);
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(actual));
+      } else {
+        EXPECT_EQ(actual, expected);
+        EXPECT_EQ(std::signbit(actual), std::signbit(expected));
+      }
+    }
+  }
+}
+
+// How a random quantized weight's scales are laid out.
+struct QuantizedCase {
+  WeightType type;
+  int64_t m, n, k;
+  int64_t col_phase;  // FP8: where the shard starts inside its first 128-block
+  int64_t fused_at;   // FP8: row where a second tensor's block rows start (0: none)
+};
+
+Weight random_quantized(const QuantizedCase& c, WeightType activations, uint32_t seed) {
+  Weight w(c.type, c.n, c.k, activations);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(0, 255);
+  std::uniform_real_distribution<float> scale(0.25f, 2.0f);
+  for (int64_t i = 0; i < c.n * c.k; ++i) {
+    auto v = static_cast<uint8_t>(code(rng));
+    if ((v & 0x7f) == 0x7f) v ^= 1;  // 0x7f / 0xff are NaN in e4m3 (and unused in int8)
+    w.codes()[i] = v;
+  }
+  BlockScales& s = w.scales();
+  s.col_block = c.type == WeightType::FP8 ? 128 : c.k;
+  s.col_phase = c.col_phase;
+  s.col_blocks = (c.k + c.col_phase + s.col_block - 1) / s.col_block;
+  int32_t block_rows = 0;
+  for (int64_t r = 0; r < c.n; ++r) {
+    if (c.type == WeightType::INT8) {
+      s.row_block[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+    } else {
+      const int64_t local = r < c.fused_at || c.fused_at == 0 ? r : r - c.fused_at;
+      const int64_t base = r < c.fused_at || c.fused_at == 0 ? 0 : (c.fused_at + 127) / 128;
+      s.row_block[static_cast<size_t>(r)] = static_cast<int32_t>(base + local / 128);
+    }
+    block_rows = std::max(block_rows, s.row_block[static_cast<size_t>(r)] + 1);
+  }
+  s.scales.resize(static_cast<size_t>(block_rows * s.col_blocks));
+  for (float& v : s.scales) v = scale(rng) / (c.type == WeightType::FP8 ? 64.0f : 32.0f);
+  return w;
+}
+
+std::vector<float> random_x(int64_t count, uint32_t seed, bool round) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(count));
+  for (float& v : x) v = round ? bf16_to_f32(f32_to_bf16(dist(rng))) : dist(rng);
+  return x;
+}
+
+// Norm-wise relative error: max |a - e| over max |e|.
+double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {
+  double largest = 0.0, worst = 0.0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    largest = std::max(largest, std::abs(static_cast<double>(expected[i])));
+    const double diff = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    worst = std::isnan(diff) ? INFINITY : std::max(worst, diff);
+  }
+  return largest > 0.0 ? worst / largest : INFINITY;
+}
+
+// m across the GEMV (<= 8) and panel GEMM paths; k with partial blocks, phases that put block
+// ends off the 32-lane chunks; fused block rows; n with row tails.
+const QuantizedCase kCases[] = {
+    {WeightType::FP8, 1, 37, 100, 0, 0},     {WeightType::FP8, 1, 256, 1024, 0, 0},
+    {WeightType::FP8, 2, 160, 256, 0, 128},  {WeightType::FP8, 3, 64, 200, 37, 0},
+    {WeightType::FP8, 5, 130, 300, 100, 64}, {WeightType::FP8, 8, 9, 129, 127, 0},
+    {WeightType::FP8, 9, 37, 100, 16, 20},   {WeightType::FP8, 33, 130, 300, 100, 64},
+    {WeightType::FP8, 128, 96, 1024, 0, 0},  {WeightType::INT8, 1, 37, 100, 0, 0},
+    {WeightType::INT8, 2, 256, 1024, 0, 0},  {WeightType::INT8, 7, 13, 33, 0, 0},
+    {WeightType::INT8, 33, 130, 47, 0, 0},   {WeightType::INT8, 64, 1, 17, 0, 0}};
+
+// bf16 activations: the GEMV forms exact products (the decoded code times bf16 x), the GEMM
+// multiplies bf16(code × scale), a rounding of 2^-9 relative per weight.
+constexpr double kGemvTolerance = 1e-5;
+constexpr double kPanelBf16Tolerance = 1e-2;
+
+TEST(Quantized, MatmulMatchesReference) {
+  for (WeightType activations : {WeightType::BF16, WeightType::F32}) {
+    for (const QuantizedCase& c : kCases) {
+      SCOPED_TRACE(testing::Message()
+                   << weight_type_name(c.type) << " act " << weight_type_name(activations)
+                   << " m=" << c.m << " n=" << c.n << " k=" << c.k << " phase=" << c.col_phase);
+      const Weight w = random_quantized(c, activations, 5);
+      const std::vector<float> x = random_x(c.m * c.k, 9, activations == WeightType::BF16);
+      std::vector<float> actual(static_cast<size_t>(c.m * c.n), NAN), expected(actual.size());
+      matmul(x.data(), c.m, w, actual.data());
+      ref::matmul(x.data(), c.m, w, expected.data());
+      const bool panel_bf16 = activations == WeightType::BF16 && c.m > 8;
+      EXPECT_LE(relative_error(actual, expected),
+                panel_bf16 ? kPanelBf16Tolerance : kGemvTolerance);
+    }
+  }
+}
+
+// One batch of FP8, INT8 and BF16 jobs: each comes out as its own matmul would.
+TEST(Quantized, BatchMixesTypes) {
+  std::vector<Weight> weights;
+  for (size_t i : {0, 1, 2, 3, 4, 5, 10}) {
+    weights.push_back(random_quantized(kCases[i], WeightType::BF16, 20 + static_cast<uint32_t>(i)));
+  }
+  Weight b16(WeightType::BF16, 64, 1024);
+  for (int64_t i = 0; i < 64 * 1024; ++i) b16.b16()[i] = f32_to_bf16(std::sin(0.37f * i));
+  weights.push_back(std::move(b16));
+  const int64_t m = 2;
+  std::vector<std::vector<float>> xs, ys;
+  std::vector<MatmulJob> jobs;
+  for (size_t j = 0; j < weights.size(); ++j) {
+    xs.push_back(random_x(m * weights[j].cols(), 50 + static_cast<uint32_t>(j), true));
+    ys.emplace_back(static_cast<size_t>(m * weights[j].rows()), NAN);
+  }
+  for (size_t j = 0; j < weights.size(); ++j)
+    jobs.push_back({xs[j].data(), m, &weights[j], ys[j].data()});
+  matmul_batch(jobs);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    SCOPED_TRACE(testing::Message() << "job " << j);
+    std::vector<float> expected(ys[j].size());
+    ref::matmul(xs[j].data(), m, weights[j], expected.data());
+    EXPECT_LE(relative_error(ys[j], expected), kGemvTolerance);
+  }
+}
+
+}  // namespace
+}  // namespace mlaserve::kernels
