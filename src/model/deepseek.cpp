@@ -6,6 +6,8 @@
 // nh = this rank's heads, nope/rope/v = per-head dims, kvl = kv_lora_rank, A = q_lora + kvl + rope.
 #include "model/deepseek.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -37,14 +39,41 @@ const char* flop_kind_name(FlopKind kind) {
   return names[static_cast<size_t>(kind)];
 }
 
-DeepseekModel::DeepseekModel(const std::filesystem::path& dir, kernels::WeightType type,
+WeightFormat resolve_weight_format(WeightFormat format, const ModelConfig& cfg) {
+  if (format.quantization == Quantization::Auto)
+    format.quantization = cfg.fp8_block_quantized ? Quantization::Fp8 : Quantization::None;
+  return format;
+}
+
+std::string DeepseekModel::weight_format_description() const {
+  const char* dtype = kernels::weight_type_name(format_.dtype);
+  switch (format_.quantization) {
+    case Quantization::Fp8:
+      return fmt::format(
+          "fp8_e4m3 linear layers (128x128 block scales); {} activations, "
+          "embedding and lm_head; float32 router",
+          dtype);
+    case Quantization::Int8:
+      return fmt::format(
+          "int8 linear layers (per-row scales); {} activations, embedding and "
+          "lm_head; float32 router",
+          dtype);
+    case Quantization::Auto:
+    case Quantization::None:
+      break;
+  }
+  return fmt::format("{} weights; float32 router", dtype);
+}
+
+DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat format,
                              const RankLayout& layout)
     : cfg_(ModelConfig::load(dir)),
+      format_(resolve_weight_format(format, cfg_)),
       layout_(layout),
       heads_(owned_range(layout, WeightKind::QB, cfg_.num_attention_heads)),
       embedding_rows_(owned_range(layout, WeightKind::Embedding, cfg_.vocab_size)),
       rope_(cfg_) {
-  load(dir, type);
+  load(dir);
   auto prepare = [this](kernels::Weight& w) {
     kernels::prepare(w);
     resident_bytes_ += w.bytes();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cache/latent_kv_pool.h"
@@ -14,6 +15,7 @@
 #include "model/rope.h"
 #include "model/sharding.h"
 #include "model/step_comm.h"
+#include "model/weight_loader.h"
 
 namespace mlaserve::model {
 
@@ -93,15 +95,22 @@ struct StepBuffers {
 enum class FlopKind { QkvA, QB, KvB, Absorb, Attention, O, Router, Mlp, Experts, LmHead, Count };
 const char* flop_kind_name(FlopKind kind);
 
+// format with quantization Auto made the checkpoint's: fp8 for an FP8 checkpoint, else none.
+WeightFormat resolve_weight_format(WeightFormat format, const ModelConfig& cfg);
+
 class DeepseekModel {
  public:
-  DeepseekModel(const std::filesystem::path& dir, kernels::WeightType type,
+  // format.quantization Auto becomes the checkpoint's: fp8 for an FP8 checkpoint, else none.
+  DeepseekModel(const std::filesystem::path& dir, WeightFormat format,
                 const RankLayout& layout = RankLayout::single());
 
   const ModelConfig& config() const { return cfg_; }
   const RankLayout& layout() const { return layout_; }
   int64_t local_heads() const { return heads_.size(); }
   size_t resident_weight_bytes() const { return resident_bytes_; }
+  const WeightFormat& weight_format() const { return format_; }  // quantization resolved
+  // E.g. "fp8 linear layers (128x128 blocks), bfloat16 activations and other weights".
+  std::string weight_format_description() const;
   const std::array<double, static_cast<size_t>(FlopKind::Count)>& flops() const { return flops_; }
 
   // Runs every layer over the step's tokens, writes their latents into kv, and returns the
@@ -110,7 +119,7 @@ class DeepseekModel {
   std::vector<float> forward(const StepInput& input, cache::LatentKvPool& kv, StepComm& comm);
 
  private:
-  void load(const std::filesystem::path& dir, kernels::WeightType type);
+  void load(const std::filesystem::path& dir);
   void embed(const std::vector<int32_t>& tokens, float* x, StepComm& comm) const;
   void attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv,
                  StepComm& comm, float* out);
@@ -126,6 +135,7 @@ class DeepseekModel {
   void count_flops(FlopKind kind, int64_t m, const kernels::Weight& w);
 
   ModelConfig cfg_;
+  WeightFormat format_;
   RankLayout layout_;
   Range heads_;           // this rank's attention heads (QB, KvB and O split alike)
   Range embedding_rows_;  // this rank's vocabulary rows of the embedding

@@ -45,10 +45,17 @@ void copy_owned(const WeightLoader& loader, const RankLayout& layout, const Spli
   loader.copy_block(t.name, t.rows, t.cols, owned_block(layout, t), dst, dst_row);
 }
 
+// Every linear layer inside the layers may be quantized; the embedding and lm_head stay in the
+// compute dtype (as in DeepSeek-V3's FP8 release: their rows are read one token at a time, or
+// once per step, and their error would reach every logit directly).
+bool quantizable(WeightKind kind) {
+  return kind != WeightKind::Embedding && kind != WeightKind::LmHead;
+}
+
 // This rank's block of t as a new weight.
 Weight load_owned(const WeightLoader& loader, const RankLayout& layout, const SplitTensor& t) {
   const Block b = owned_block(layout, t);
-  Weight w(loader.type(), b.rows, b.cols);
+  Weight w = loader.new_weight(b.rows, b.cols, quantizable(t.kind));
   copy_owned(loader, layout, t, w, 0);
   return w;
 }
@@ -61,7 +68,7 @@ MlpWeights load_mlp(const WeightLoader& loader, const RankLayout& layout, const 
   const SplitTensor up{prefix + "up_proj.weight", gate_up, inter, hidden};
   const int64_t local_inter = owned_block(layout, gate).rows;
   MlpWeights m;
-  m.gate_up = Weight(loader.type(), 2 * local_inter, hidden);
+  m.gate_up = loader.new_weight(2 * local_inter, hidden, true);
   copy_owned(loader, layout, gate, m.gate_up, 0);
   copy_owned(loader, layout, up, m.gate_up, local_inter);
   m.down = load_owned(loader, layout, {prefix + "down_proj.weight", down, hidden, inter});
@@ -77,10 +84,12 @@ void set(Weight& w, int64_t r, int64_t c, float v) {
 }
 
 // Absorbed-path views of kv_b (per local head h, rows h*(nope+v) ...): W_UK transposed to
-// [kv_lora, nope] so q_nope·W_UK is a matmul, and W_UV [v, kv_lora] as stored.
-void split_kv_b(AttentionWeights& a, int64_t heads, int64_t nope, int64_t v, int64_t kv_lora) {
+// [kv_lora, nope] so q_nope·W_UK is a matmul, and W_UV [v, kv_lora] as stored; in the compute
+// dtype whatever kv_b's format (the transpose crosses kv_b's scale blocks).
+void split_kv_b(AttentionWeights& a, kernels::WeightType dtype, int64_t heads, int64_t nope,
+                int64_t v, int64_t kv_lora) {
   for (int64_t h = 0; h < heads; ++h) {
-    Weight uk(a.kv_b.type(), kv_lora, nope), uv(a.kv_b.type(), v, kv_lora);
+    Weight uk(dtype, kv_lora, nope), uv(dtype, v, kv_lora);
     const int64_t base = h * (nope + v);
     for (int64_t d = 0; d < nope; ++d)
       for (int64_t c = 0; c < kv_lora; ++c) set(uk, c, d, a.kv_b.at(base + d, c));
@@ -93,9 +102,9 @@ void split_kv_b(AttentionWeights& a, int64_t heads, int64_t nope, int64_t v, int
 
 }  // namespace
 
-void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType type) {
+void DeepseekModel::load(const std::filesystem::path& dir) {
   const Checkpoint ckpt = Checkpoint::open(dir);
-  const WeightLoader loader(ckpt, type);
+  const WeightLoader loader(ckpt, format_.dtype, format_.quantization);
   const ModelConfig& c = cfg_;
   const RankLayout& lay = layout_;
   const int64_t H = c.hidden_size, V = c.vocab_size, n_heads = c.num_attention_heads;
@@ -115,7 +124,7 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
     L.mlp_norm = loader.vector(p + "post_attention_layernorm.weight", H);
 
     AttentionWeights& a = L.attn;
-    a.qkv_a = Weight(type, c.q_lora_rank + kv_a_rows, H);
+    a.qkv_a = loader.new_weight(c.q_lora_rank + kv_a_rows, H, true);
     if (c.q_lora_rank > 0) {
       copy_owned(loader, lay, {attn + "q_a_proj.weight", WeightKind::QkvA, c.q_lora_rank, H},
                  a.qkv_a, 0);
@@ -132,7 +141,7 @@ void DeepseekModel::load(const std::filesystem::path& dir, kernels::WeightType t
     a.kv_b = load_owned(loader, lay,
                         {attn + "kv_b_proj.weight", WeightKind::KvB, n_heads * (nope + v),
                          c.kv_lora_rank, nope + v});
-    split_kv_b(a, heads_.size(), nope, v, c.kv_lora_rank);
+    split_kv_b(a, loader.dtype(), heads_.size(), nope, v, c.kv_lora_rank);
     a.o = load_owned(loader, lay, {attn + "o_proj.weight", WeightKind::O, H, n_heads * v, v});
 
     if (!c.is_moe_layer(i)) {

@@ -1,5 +1,6 @@
-// Reads checkpoint tensors into kernel weights: checks shapes against the config, dequantizes
-// FP8 block-scaled weights, converts to the compute dtype, and copies only this rank's block.
+// Reads checkpoint tensors into kernel weights: checks shapes against the config, copies only
+// this rank's block, and stores it in the chosen format: the compute dtype (FP8 dequantized),
+// FP8 kept as checkpoint codes and block scales, or quantized at load (FP8 blocks, INT8 rows).
 #pragma once
 
 #include <string>
@@ -10,6 +11,22 @@
 
 namespace mlaserve::model {
 
+// --quantization: how the linear layers inside the model's layers are held. Auto is Fp8 for a
+// checkpoint stored as FP8 and None otherwise.
+enum class Quantization { Auto, None, Fp8, Int8 };
+
+const char* quantization_name(Quantization q);
+
+// The formats a model is loaded in: dtype for activations and for every weight that is not
+// quantized (embedding, lm_head, router, the per-head absorption matrices), quantization for
+// the rest.
+struct WeightFormat {
+  kernels::WeightType dtype = kernels::WeightType::BF16;
+  Quantization quantization = Quantization::Auto;
+  WeightFormat(kernels::WeightType type, Quantization q = Quantization::Auto)  // NOLINT: implicit
+      : dtype(type), quantization(q) {}
+};
+
 // A rectangular block of a [rows, cols] tensor.
 struct Block {
   int64_t row_begin, rows, col_begin, cols;
@@ -17,34 +34,41 @@ struct Block {
 
 class WeightLoader {
  public:
-  WeightLoader(const Checkpoint& checkpoint, kernels::WeightType type)
-      : checkpoint_(checkpoint), type_(type) {}
+  // quantization must be resolved (not Auto).
+  WeightLoader(const Checkpoint& checkpoint, kernels::WeightType dtype, Quantization quantization)
+      : checkpoint_(checkpoint), dtype_(dtype), quantization_(quantization) {}
 
-  kernels::WeightType type() const { return type_; }
+  kernels::WeightType dtype() const { return dtype_; }
+
+  // An empty [rows, cols] weight in the format its tensor is held in: quantized (when
+  // --quantization asks) for the linear layers inside the layers, dtype otherwise.
+  kernels::Weight new_weight(int64_t rows, int64_t cols, bool quantizable) const;
 
   // Checks that tensor `name` is [rows, cols], then copies `block` of it into dst starting at
-  // row dst_row (dst has block.cols columns).
+  // row dst_row (dst has block.cols columns). Into an FP8/INT8 weight, also the scales of the
+  // block's rows (appended after those of earlier blocks).
   void copy_block(const std::string& name, int64_t rows, int64_t cols, const Block& block,
                   kernels::Weight& dst, int64_t dst_row) const;
 
-  // A whole [rows, cols] tensor as a new weight of the given type (or the loader's type).
-  kernels::Weight matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  // A whole [rows, cols] tensor as a new float32 weight.
   kernels::Weight matrix_f32(const std::string& name, int64_t rows, int64_t cols) const;
 
   // A 1-D tensor of `len` values as float32 (norm weights, router bias).
   std::vector<float> vector(const std::string& name, int64_t len) const;
 
-  // Bytes of checkpoint data this loader has read (resident-weight accounting).
-  size_t bytes_read() const { return bytes_read_; }
-
  private:
   const TensorInfo& checked(const std::string& name, std::vector<int64_t> shape) const;
+  const TensorInfo& block_scales(const TensorInfo& t) const;
   void read_row(const TensorInfo& t, int64_t row, int64_t col_begin, int64_t cols,
                 float* out) const;
+  void copy_dense(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
+  void copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
+  void copy_int8(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
+  float block_max(const TensorInfo& t, int64_t block_row, int64_t block_col) const;
 
   const Checkpoint& checkpoint_;
-  kernels::WeightType type_;
-  mutable size_t bytes_read_ = 0;
+  kernels::WeightType dtype_;
+  Quantization quantization_;
 };
 
 }  // namespace mlaserve::model

@@ -131,14 +131,14 @@ void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
         kv_tokens =
             std::max(kv_tokens, (bs + groups - 1) / groups * (in + std::max<int64_t>(out, 8)));
 
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
+  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
   runtime::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     return;
   }
   spdlog::info("bench-one-batch: {} ({}), layout {}, resident weights on rank 0: {:.1f} MB",
-               o.model.model_dir, o.model.dtype, o.parallel.layout.describe(),
+               o.model.model_dir, model.weight_format_description(), o.parallel.layout.describe(),
                static_cast<double>(model.resident_weight_bytes()) / 1e6);
   run_once(worker, groups,
            synthetic_batch(o.batch_sizes.front(), o.input_lens.front(), 8, cfg.vocab_size, o.seed));

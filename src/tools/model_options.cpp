@@ -16,6 +16,15 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
                  "(reference precision)")
       ->check(CLI::IsMember({"bfloat16", "bf16", "float32", "fp32"}))
       ->capture_default_str();
+  cmd.add_option("--quantization", quantization,
+                 "How the linear layers inside the model's layers are held in memory: none (in "
+                 "--dtype; an FP8 checkpoint is dequantized), fp8 (e4m3 with 128x128 block "
+                 "scales: an FP8 checkpoint's own, or quantized at load), int8 (symmetric, one "
+                 "scale per output row, quantized at load); auto = fp8 for an FP8 checkpoint, "
+                 "none otherwise. FP8/INT8 halve the bytes a decode step streams; activations, "
+                 "embedding and lm_head stay in --dtype, the router in float32")
+      ->check(CLI::IsMember({"auto", "none", "fp8", "int8"}))
+      ->capture_default_str();
   cmd.add_option(
          "--kernels", kernels,
          "fast (AVX-512 / oneDNN) or reference (the plain scalar kernels, to check the fast path "
@@ -26,9 +35,14 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
       ->capture_default_str();
 }
 
-kernels::WeightType ModelOptions::weight_type() const {
-  return dtype == "float32" || dtype == "fp32" ? kernels::WeightType::F32
-                                               : kernels::WeightType::BF16;
+model::WeightFormat ModelOptions::weight_format() const {
+  const kernels::WeightType type =
+      dtype == "float32" || dtype == "fp32" ? kernels::WeightType::F32 : kernels::WeightType::BF16;
+  const model::Quantization q = quantization == "none"   ? model::Quantization::None
+                                : quantization == "fp8"  ? model::Quantization::Fp8
+                                : quantization == "int8" ? model::Quantization::Int8
+                                                         : model::Quantization::Auto;
+  return {type, q};
 }
 
 }  // namespace mlaserve::tools

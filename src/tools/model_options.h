@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/weight_loader.h"
 
 namespace mlaserve::tools {
 
@@ -12,10 +13,12 @@ struct ModelOptions {
   std::string model_dir;
   std::string dtype = "bfloat16";
   std::string kernels = "fast";
+  std::string quantization = "auto";
 
   void add_to(CLI::App& cmd, bool model_required = true);
-  // The weight type for --dtype. (--kernels takes effect while the flags are parsed.)
-  kernels::WeightType weight_type() const;
+  // The formats for --dtype and --quantization. (--kernels takes effect while the flags are
+  // parsed.)
+  model::WeightFormat weight_format() const;
 };
 
 }  // namespace mlaserve::tools

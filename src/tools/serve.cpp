@@ -87,6 +87,9 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
               {"enable_dp_linear", o.parallel.layout.dp_linear},
               {"enable_ep_moe", o.parallel.layout.ep_moe},
               {"dtype", o.model.dtype},
+              {"quantization",
+               model::quantization_name(
+                   model::resolve_weight_format(o.model.weight_format(), cfg).quantization)},
               {"kv_bytes_per_token", kv.bytes_per_token},
               {"kv_tokens_per_rank", e.kv_tokens_per_group},
               {"kv_tokens_per_instance", instance_tokens}};
@@ -106,9 +109,10 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
   parallel::check_model_fits(topo, cfg);
   const sched::EngineOptions eo = engine_options(o, topo, cfg);
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_type(), topo.layout);
-  spdlog::info("serve: rank {} holds {:.1f} MB of weights", mpi.rank(),
-               static_cast<double>(model.resident_weight_bytes()) / 1e6);
+  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
+  spdlog::info("serve: rank {} holds {:.1f} MB of weights: {}", mpi.rank(),
+               static_cast<double>(model.resident_weight_bytes()) / 1e6,
+               model.weight_format_description());
   runtime::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
   if (mpi.rank() != 0) return follow_rank0(worker);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
