@@ -136,6 +136,57 @@ TEST(BrownTinyPerplexity, ValidationMeanNllWithDpLinearAndExpertParallelMoe) {
       "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear --enable-ep-moe --check-collectives");
 }
 
+// Quantized at load (the model is stored in bf16/f32): FP8 128x128 blocks or per-row int8, on
+// the default bf16 fast path. The validation mean NLL stays within 1 % of the float64
+// reference's, and at least 28 of each prompt's 32 reference greedy tokens are reproduced.
+class BrownTinyQuantized : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BrownTinyQuantized, NllWithinOnePercentAndGreedyTokensMostlyEqual) {
+  const std::string flags = "--dtype bfloat16 --quantization " + GetParam();
+  const json& validation = reference()["validation"];
+  TempDir tmp;
+  write_json(tmp / "tokens.json", validation["tokens"]);
+  const PerplexityResult r = run_perplexity(
+      "--model " + kModel + " --ids-file " + (tmp / "tokens.json").string() + " --context " +
+          std::to_string(validation["window"].get<int>() + 1) + " " + flags,
+      tmp);
+  ASSERT_EQ(r.command.exit_code, 0) << r.command.output;
+  const double want = validation["mean_nll"].get<double>();
+  EXPECT_NEAR(r.mean_nll, want, 0.01 * want) << r.command.output;
+
+  // Each prompt followed by its reference greedy tokens, scored in one pass (--all-logits): the
+  // argmax at each position must be the next reference token. Teacher-forced, so one flipped
+  // near-tie costs one token rather than the whole rest of a free-running continuation.
+  const json& prompts = reference()["prompts"];
+  json input = {{"prompts", json::array()}};
+  for (const json& p : prompts) {
+    json ids = p["ids"];
+    for (const json& id : p["greedy_ids"]) ids.push_back(id);
+    input["prompts"].push_back({{"ids", ids}});
+  }
+  const json out = run_eval(kModel, input, flags + " --all-logits", tmp, 1);
+  ASSERT_TRUE(out.contains("prompts"));
+  int fewest_equal = 32;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto want_ids = prompts[i]["greedy_ids"].get<std::vector<int>>();
+    const json& all_logits = out["prompts"][i]["all_logits"];
+    const size_t first = prompts[i]["ids"].size() - 1;  // the position that predicts token 0
+    int equal = 0;
+    for (size_t t = 0; t < want_ids.size(); ++t) {
+      const auto logits = all_logits[first + t].get<std::vector<float>>();
+      equal += top_ids(logits, 1)[0] == want_ids[t];
+    }
+    EXPECT_GE(equal, 28) << prompts[i]["prompt"].get<std::string>();
+    fewest_equal = std::min(fewest_equal, equal);
+  }
+  std::printf(
+      "--quantization %s: mean_nll %.4f (reference %.4f, %+.2f %%), fewest greedy tokens "
+      "reproduced %d / 32\n",
+      GetParam().c_str(), r.mean_nll, want, 100.0 * (r.mean_nll / want - 1.0), fewest_equal);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, BrownTinyQuantized, ::testing::Values("fp8", "int8"));
+
 // A text file scores exactly as its ids from `mlaserve tokenize` (no special tokens), including a
 // last window shorter than the others.
 TEST(BrownTinyPerplexity, TextFileScoresAsItsTokenIds) {

@@ -38,7 +38,10 @@ std::vector<Layout> layouts() {
   const std::vector<std::string> base = {"--tp 2", "--tp 4", "--tp 8", "--tp 2 --dp 2"};
   const std::vector<std::string> dp_attention = {"--tp 4 --dp 2", "--tp 4 --dp 4", "--tp 8 --dp 2"};
   std::vector<Layout> out;
-  for (const char* model : {"tiny-v2", "tiny-v3"}) {
+  // tiny-v3-fp8 keeps its FP8 codes and block scales (--quantization auto): every layout must
+  // shard them along the checkpoint's 128-blocks, or inside one (tp 8 splits its 128 expert
+  // columns into 16-column shards that start mid-block).
+  for (const char* model : {"tiny-v2", "tiny-v3", "tiny-v3-fp8"}) {
     for (const auto& f : base) out.push_back({model, f});
     for (const auto& f : dp_attention) {
       const std::string dpa = f + " --enable-dp-attention";

@@ -1,6 +1,8 @@
 #include "core/numeric.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace mlaserve {
@@ -16,20 +18,22 @@ float fp8_e4m3_to_f32(uint8_t v) {
 }
 
 uint8_t f32_to_fp8_e4m3(float f) {
-  // Exhaustive search over the 127 non-negative finite codes: simple and exact; make-model only.
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
-  const float target = std::fabs(f);
-  uint8_t best = 0;
-  float best_error = std::numeric_limits<float>::infinity();
-  for (uint8_t code = 0; code < 0x7f; ++code) {
-    float error = std::fabs(fp8_e4m3_to_f32(code) - target);
-    // Ties go to the even code (the one with a zero last mantissa bit).
-    if (error < best_error || (error == best_error && (code & 1) == 0)) {
-      best_error = error;
-      best = code;
-    }
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7f;
+  if (a >= 448.0f) return sign | 0x7e;  // saturate: e4m3fn has no infinity
+  if (a < 0.015625f) {
+    // Below the smallest normal 2^-6 the codes are multiples of 2^-9 (code = m; m = 8 is the
+    // smallest normal's code); nearbyint rounds half to even, and a·2^9 is exact.
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
   }
-  return sign | best;
+  // Normal: keep 3 of float's 23 mantissa bits, rounding half to even on the dropped 20; a carry
+  // moves into the exponent as it should. e4m3's exponent bias is 7, float's 127.
+  uint32_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  bits += 0x7ffffu + ((bits >> 20) & 1u);
+  const uint32_t exponent = (bits >> 23) - 127 + 7, mantissa = (bits >> 20) & 7u;
+  return sign | static_cast<uint8_t>(std::min<uint32_t>((exponent << 3) | mantissa, 0x7e));
 }
 
 }  // namespace mlaserve

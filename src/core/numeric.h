@@ -27,7 +27,8 @@ inline bf16 f32_to_bf16(float f) {
 // float8 e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, 0x7f/0xff are NaN.
 float fp8_e4m3_to_f32(uint8_t v);
 
-// Nearest e4m3fn value (round to nearest even, saturating at +-448). Used by make-model.
+// Nearest e4m3fn value (round to nearest even, saturating at +-448; NaN stays NaN). Used by
+// make-model and by FP8 quantization at load.
 uint8_t f32_to_fp8_e4m3(float f);
 
 }  // namespace mlaserve

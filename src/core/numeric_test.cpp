@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <vector>
 
 namespace mlaserve {
 namespace {
@@ -34,6 +36,38 @@ TEST(Numeric, Fp8EncodeIsInverseOfDecodeOnEveryFiniteCode) {
     EXPECT_EQ(f32_to_fp8_e4m3(fp8_e4m3_to_f32(static_cast<uint8_t>(code))), code) << code;
   }
   EXPECT_EQ(f32_to_fp8_e4m3(1000.0f), 0x7e);  // saturates
+}
+
+// The nearest code by exhaustive search over the finite codes, ties to the even code.
+uint8_t nearest_code(float f) {
+  uint8_t best = 0;
+  float best_error = INFINITY;
+  for (uint8_t code = 0; code < 0x7f; ++code) {
+    const float error = std::fabs(fp8_e4m3_to_f32(code) - std::fabs(f));
+    if (error < best_error || (error == best_error && (code & 1) == 0)) {
+      best_error = error;
+      best = code;
+    }
+  }
+  return (std::signbit(f) ? 0x80 : 0x00) | best;
+}
+
+TEST(Numeric, Fp8EncodeRoundsToNearestEvenLikeExhaustiveSearch) {
+  std::vector<float> values;
+  for (int code = 0; code < 0x7f; ++code) {  // every code, its midpoints and their neighbours
+    const float v = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    const float next = code < 0x7e ? fp8_e4m3_to_f32(static_cast<uint8_t>(code + 1)) : 480.0f;
+    const float mid = (v + next) / 2;
+    for (float x : {v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+      values.push_back(x);
+      values.push_back(-x);
+    }
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> exponent(-14.0f, 9.5f);
+  for (int i = 0; i < 20000; ++i) values.push_back(std::exp2(exponent(rng)) * (i % 2 ? 1 : -1));
+  for (float v : values) EXPECT_EQ(f32_to_fp8_e4m3(v), nearest_code(v)) << v;
+  EXPECT_EQ(f32_to_fp8_e4m3(NAN) & 0x7f, 0x7f);
 }
 
 }  // namespace
