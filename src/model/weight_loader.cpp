@@ -103,7 +103,9 @@ void WeightLoader::read_row(const TensorInfo& t, int64_t row, int64_t col_begin,
   }
 }
 
-kernels::Weight WeightLoader::new_weight(int64_t rows, int64_t cols, bool quantizable) const {
+kernels::Weight WeightLoader::new_weight(const std::string& name, int64_t rows, int64_t cols,
+                                         bool quantizable) const {
+  if (fp8_checkpoint_ && checkpoint_.get(name).type != StorageType::F8_E4M3) quantizable = false;
   if (quantizable && quantization_ == Quantization::Fp8)
     return kernels::Weight(kernels::WeightType::FP8, rows, cols, dtype_);
   if (quantizable && quantization_ == Quantization::Int8)

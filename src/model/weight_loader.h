@@ -18,8 +18,8 @@ enum class Quantization { Auto, None, Fp8, Int8 };
 const char* quantization_name(Quantization q);
 
 // The formats a model is loaded in: dtype for activations and for every weight that is not
-// quantized (embedding, lm_head, router, the per-head absorption matrices), quantization for
-// the rest.
+// quantized (lm_head, the per-head absorption matrices; the router is float32), quantization
+// for the rest.
 struct WeightFormat {
   kernels::WeightType dtype = kernels::WeightType::BF16;
   Quantization quantization = Quantization::Auto;
@@ -34,15 +34,22 @@ struct Block {
 
 class WeightLoader {
  public:
-  // quantization must be resolved (not Auto).
-  WeightLoader(const Checkpoint& checkpoint, kernels::WeightType dtype, Quantization quantization)
-      : checkpoint_(checkpoint), dtype_(dtype), quantization_(quantization) {}
+  // quantization must be resolved (not Auto); fp8_checkpoint: the config declares FP8 blocks.
+  WeightLoader(const Checkpoint& checkpoint, kernels::WeightType dtype, Quantization quantization,
+               bool fp8_checkpoint)
+      : checkpoint_(checkpoint),
+        dtype_(dtype),
+        quantization_(quantization),
+        fp8_checkpoint_(fp8_checkpoint) {}
 
   kernels::WeightType dtype() const { return dtype_; }
 
-  // An empty [rows, cols] weight in the format its tensor is held in: quantized (when
-  // --quantization asks) for the linear layers inside the layers, dtype otherwise.
-  kernels::Weight new_weight(int64_t rows, int64_t cols, bool quantizable) const;
+  // An empty [rows, cols] weight for tensor `name` (any one of those stacked into it) in the
+  // format it is held in: quantized when --quantization asks and the tensor is quantizable,
+  // dtype otherwise. In an FP8 checkpoint only the tensors stored as FP8 are: the others were
+  // left in BF16 on purpose, and serving the checkpoint's exact values is the point of fp8.
+  kernels::Weight new_weight(const std::string& name, int64_t rows, int64_t cols,
+                             bool quantizable) const;
 
   // Checks that tensor `name` is [rows, cols], then copies `block` of it into dst starting at
   // row dst_row (dst has block.cols columns). Into an FP8/INT8 weight, also the scales of the
@@ -69,6 +76,7 @@ class WeightLoader {
   const Checkpoint& checkpoint_;
   kernels::WeightType dtype_;
   Quantization quantization_;
+  bool fp8_checkpoint_;
 };
 
 }  // namespace mlaserve::model

@@ -21,8 +21,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
                  "--dtype; an FP8 checkpoint is dequantized), fp8 (e4m3 with 128x128 block "
                  "scales: an FP8 checkpoint's own, or quantized at load), int8 (symmetric, one "
                  "scale per output row, quantized at load); auto = fp8 for an FP8 checkpoint, "
-                 "none otherwise. FP8/INT8 halve the bytes a decode step streams; activations, "
-                 "embedding and lm_head stay in --dtype, the router in float32")
+                 "none otherwise. FP8/INT8 halve the bytes a decode step streams. The embedding "
+                 "table is quantized alike; activations and lm_head stay in --dtype, the router "
+                 "in float32")
       ->check(CLI::IsMember({"auto", "none", "fp8", "int8"}))
       ->capture_default_str();
   cmd.add_option(
