@@ -167,6 +167,11 @@ std::shared_ptr<void> dnnl_pack(const Weight& w) {
   return packed;
 }
 
+size_t dnnl_packed_bytes(const Weight& w) {
+  const auto* packed = static_cast<const PackedWeight*>(w.packed.get());
+  return packed ? packed->weights.get_desc().get_size() : 0;
+}
+
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
   if (w.quantized()) {
     dnnl_matmul_quantized(x, m, w, y);

@@ -66,7 +66,9 @@ void matmul_other(const MatmulJob& job) {
 
 void prepare(Weight& w) {
   // FP8/INT8 stay as they are: their GEMM dequantizes panels per call.
-  if (!w.empty() && w.cols() > 0 && !w.quantized() && dnnl_supports(w)) w.packed = dnnl_pack(w);
+  if (w.empty() || w.cols() == 0 || w.quantized() || !dnnl_supports(w)) return;
+  w.packed = dnnl_pack(w);
+  w.packed_bytes = dnnl_packed_bytes(w);
 }
 
 void matmul(const float* x, int64_t m, const Weight& w, float* y) {

@@ -18,6 +18,9 @@ bool dnnl_supports(const Weight& w);
 // A copy of w reordered into the layout oneDNN's matmul prefers; goes into Weight::packed.
 std::shared_ptr<void> dnnl_pack(const Weight& w);
 
+// Bytes of w.packed (0 when not packed).
+size_t dnnl_packed_bytes(const Weight& w);
+
 // y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Uses w.packed when set, else the row-major weight.
 // With BF16 weights (or FP8/INT8 weights with bf16 activations) x is rounded to bf16 first.
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y);

@@ -64,7 +64,7 @@ class Weight {
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   bool empty() const { return rows_ == 0; }
-  size_t bytes() const;  // resident bytes, scales included
+  size_t bytes() const;  // bytes of the values (scales included), without packed_bytes
 
   float* f32() { return f32_.data(); }
   const float* f32() const { return f32_.data(); }
@@ -79,6 +79,7 @@ class Weight {
   float at(int64_t r, int64_t c) const;
 
   std::shared_ptr<void> packed;  // backend-private; null until prepare()
+  size_t packed_bytes = 0;       // memory `packed` holds (besides bytes())
 
  private:
   WeightType type_ = WeightType::F32;

@@ -76,9 +76,9 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
   load(dir);
   auto prepare = [this](kernels::Weight& w) {
     kernels::prepare(w);
-    resident_bytes_ += w.bytes();
+    resident_bytes_ += w.bytes() + w.packed_bytes;
   };
-  prepare(embedding_);
+  resident_bytes_ += embedding_.bytes();  // only rows are read (embed()): nothing to pack
   prepare(lm_head_);
   for (LayerWeights& L : layers_) {
     for (kernels::Weight* w : {&L.attn.qkv_a, &L.attn.q_b, &L.attn.kv_b, &L.attn.o}) prepare(*w);

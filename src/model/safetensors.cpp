@@ -31,6 +31,14 @@ size_t storage_type_size(StorageType t) {
   return t == StorageType::F32 ? 4 : t == StorageType::BF16 ? 2 : 1;
 }
 
+void release_pages(const TensorInfo& t) {
+  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) / page * page;
+  // Advice only: a failure leaves the pages mapped, which costs memory, not correctness.
+  if (begin < end) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 class MappedFile {
  public:
   explicit MappedFile(const std::filesystem::path& path) : path_(path.string()) {

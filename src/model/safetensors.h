@@ -26,6 +26,12 @@ struct TensorInfo {
   std::string file;  // for error messages
 };
 
+// Drops the pages wholly inside tensor t from this process's mapping (MADV_DONTNEED). The
+// loader calls it once it has copied what it needs, so that the mapped checkpoint does not add
+// to the resident set on top of the copies (peak RSS during load ~ the weights it keeps).
+// Reading t again faults its pages back in from the page cache.
+void release_pages(const TensorInfo& t);
+
 class MappedFile;
 
 class SafetensorsFile {

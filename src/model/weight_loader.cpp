@@ -126,14 +126,15 @@ void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t col
     case kernels::WeightType::F32:
     case kernels::WeightType::BF16:
       copy_dense(t, b, dst, dst_row);
-      return;
+      break;
     case kernels::WeightType::FP8:
       copy_fp8(t, b, dst, dst_row);
-      return;
+      break;
     case kernels::WeightType::INT8:
       copy_int8(t, b, dst, dst_row);
-      return;
+      break;
   }
+  release_pages(t);
 }
 
 void WeightLoader::copy_dense(const TensorInfo& t, const Block& b, kernels::Weight& dst,
@@ -250,6 +251,7 @@ std::vector<float> WeightLoader::vector(const std::string& name, int64_t len) co
   const TensorInfo& t = checked(name, {len});
   std::vector<float> v(static_cast<size_t>(len));
   read_row(t, 0, 0, len, v.data());
+  release_pages(t);
   return v;
 }
 

@@ -1,10 +1,17 @@
 #include "runtime/rank_report.h"
 
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include "kernels/parallel.h"
 
 namespace mlaserve::runtime {
+
+size_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
 
 nlohmann::json rank_report(Worker& worker) {
   const parallel::Topology& t = worker.topology();
@@ -23,6 +30,7 @@ nlohmann::json rank_report(Worker& worker) {
           {"attn_tp_rank", t.layout.attn_tp_rank},
           {"threads", kernels::parallel_threads()},
           {"resident_weight_bytes", worker.model().resident_weight_bytes()},
+          {"peak_rss_bytes", peak_rss_bytes()},
           {"kv_capacity_tokens", worker.kv_capacity_tokens()},
           {"steps", worker.stats().steps},
           {"padded_rows", worker.stats().padded_rows},

@@ -8,6 +8,9 @@
 
 namespace mlaserve::runtime {
 
+// The most memory this process has held resident so far (getrusage's maxrss), in bytes.
+size_t peak_rss_bytes();
+
 nlohmann::json rank_report(Worker& worker);
 
 // Collective over the world: every rank's report, in rank order, on rank 0 (empty elsewhere).

@@ -137,9 +137,12 @@ void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
     follow_rank0(worker);
     return;
   }
-  spdlog::info("bench-one-batch: {} ({}), layout {}, resident weights on rank 0: {:.1f} MB",
-               o.model.model_dir, model.weight_format_description(), o.parallel.layout.describe(),
-               static_cast<double>(model.resident_weight_bytes()) / 1e6);
+  spdlog::info(
+      "bench-one-batch: {} ({}), layout {}, resident weights on rank 0: {:.1f} MB, peak RSS after "
+      "load {:.1f} MB",
+      o.model.model_dir, model.weight_format_description(), o.parallel.layout.describe(),
+      static_cast<double>(model.resident_weight_bytes()) / 1e6,
+      static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
   run_once(worker, groups,
            synthetic_batch(o.batch_sizes.front(), o.input_lens.front(), 8, cfg.vocab_size, o.seed));
   std::ofstream results(o.result_filename, std::ios::app);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "parallel/kv_capacity.h"
 #include "runtime/launch.h"
+#include "runtime/rank_report.h"
 #include "runtime/worker.h"
 #include "sched/serving_engine.h"
 #include "server/http_server.h"
@@ -110,9 +111,10 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   parallel::check_model_fits(topo, cfg);
   const sched::EngineOptions eo = engine_options(o, topo, cfg);
   model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
-  spdlog::info("serve: rank {} holds {:.1f} MB of weights: {}", mpi.rank(),
-               static_cast<double>(model.resident_weight_bytes()) / 1e6,
-               model.weight_format_description());
+  spdlog::info("serve: rank {} holds {:.1f} MB of weights ({}); peak RSS so far {:.1f} MB",
+               mpi.rank(), static_cast<double>(model.resident_weight_bytes()) / 1e6,
+               model.weight_format_description(),
+               static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
   runtime::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
   if (mpi.rank() != 0) return follow_rank0(worker);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
