@@ -56,10 +56,30 @@ AlignedFloats aligned_values(size_t count, uint32_t seed) {
   return buffer;
 }
 
+// FP8 in 128x128 blocks, INT8 one scale per row; codes cycle through every finite value.
+void fill_quantized(Weight& w, uint32_t seed) {
+  const auto count = static_cast<size_t>(w.rows() * w.cols());
+  uint32_t state = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < count; ++i) {
+    state = state * 1664525u + 1013904223u;
+    const auto code = static_cast<uint8_t>(state >> 24);
+    w.codes()[i] = (code & 0x7f) == 0x7f ? code ^ 1 : code;
+  }
+  BlockScales& s = w.scales();
+  const bool fp8 = w.type() == WeightType::FP8;
+  s.col_block = fp8 ? 128 : w.cols();
+  s.col_blocks = (w.cols() + s.col_block - 1) / s.col_block;
+  for (int64_t r = 0; r < w.rows(); ++r)
+    s.row_block[static_cast<size_t>(r)] = static_cast<int32_t>(fp8 ? r / 128 : r);
+  s.scales.assign(static_cast<size_t>((s.row_block.back() + 1) * s.col_blocks), 1.0f / 256);
+}
+
 Weight make_weight(WeightType type, int64_t rows, int64_t cols, uint32_t seed) {
   Weight w(type, rows, cols);
   const auto count = static_cast<size_t>(rows * cols);
-  if (type == WeightType::F32) {
+  if (w.quantized()) {
+    fill_quantized(w, seed);
+  } else if (type == WeightType::F32) {
     fill(w.f32(), count, seed);
   } else {
     const std::vector<float> v = values(count, seed);
@@ -202,12 +222,16 @@ void prefill_shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MatmulDecode<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::F32>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecode<WeightType::FP8>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecode<WeightType::INT8>)->Apply(decode_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::F32>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
 
 // ---- attention --------------------------------------------------------------------------
 
