@@ -180,12 +180,13 @@ void BM_CutOver(benchmark::State& state) {
   rates.rate("FLOP/s", 2.0 * static_cast<double>(m * n * k));
 }
 
-// Prefill GEMM, compute-bound: one prepared weight, m rows. Args: N, K, m.
-template <WeightType kType>
+// Prefill GEMM, compute-bound: one weight, m rows. Args: N, K, m. kPacked: oneDNN on its packed
+// copy (prepare()) or on the row-major weight.
+template <WeightType kType, bool kPacked = true>
 void BM_MatmulPrefill(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   Weight w = make_weight(kType, n, k, 1);
-  prepare(w);
+  if (kPacked) prepare(w);
   const std::vector<float> x = values(static_cast<size_t>(m * k), 7);
   std::vector<float> y(static_cast<size_t>(m * n));
   Rates rates(state);
@@ -229,6 +230,7 @@ BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::BF16, false>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::F32>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
