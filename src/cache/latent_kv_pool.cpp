@@ -14,16 +14,36 @@ void check_capacity(int64_t capacity) {
     fail("KV pool capacity {} tokens is out of range", capacity);
 }
 
+// `bytes` (rounded up to whole cache lines) from aligned_alloc; fails when memory is short.
+void* aligned_bytes(int64_t bytes) {
+  constexpr int64_t kAlign = 64;
+  void* p = std::aligned_alloc(kAlign, static_cast<size_t>((bytes + kAlign - 1) / kAlign * kAlign));
+  if (!p) fail("cannot allocate {} MiB for the KV pool", bytes >> 20);
+  return p;
+}
+
 }  // namespace
 
-LatentKvPool::LatentKvPool(int64_t n_layers, int64_t row_dim, int64_t capacity_tokens)
-    : n_layers_(n_layers), row_dim_(row_dim), capacity_(capacity_tokens) {
+LatentKvPool::LatentKvPool(int64_t n_layers, int64_t row_dim, int64_t capacity_tokens,
+                           KvDtype dtype)
+    : n_layers_(n_layers), row_dim_(row_dim), capacity_(capacity_tokens), dtype_(dtype) {
   check_capacity(capacity_tokens);
-  const size_t bytes = static_cast<size_t>(n_layers_ * capacity_ * row_dim_) * sizeof(float);
-  constexpr size_t kAlign = 64;
-  data_.reset(
-      static_cast<float*>(std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign)));
-  if (!data_) fail("cannot allocate a KV pool of {} MiB ({} tokens)", bytes >> 20, capacity_tokens);
+  const int64_t rows = n_layers_ * capacity_;
+  values_.reset(static_cast<uint8_t*>(aligned_bytes(rows * row_dim_ * kv_value_bytes(dtype))));
+  if (dtype == KvDtype::Fp8E4m3)
+    scales_.reset(static_cast<float*>(aligned_bytes(rows * int64_t{sizeof(float)})));
+}
+
+void LatentKvPool::write_row(int64_t l, int64_t slot, const float* row) {
+  const int64_t index = l * capacity_ + slot;
+  encode_kv_row(dtype_, row, row_dim_, values_.get() + index * row_dim_ * kv_value_bytes(dtype_),
+                scales_ ? scales_.get() + index : nullptr);
+}
+
+KvRows LatentKvPool::layer(int64_t l) const {
+  const int64_t first = l * capacity_;
+  return {dtype_, row_dim_, values_.get() + first * row_dim_ * kv_value_bytes(dtype_),
+          scales_ ? scales_.get() + first : nullptr};
 }
 
 SlotAllocator::SlotAllocator(int64_t capacity_tokens) : capacity_(capacity_tokens) {

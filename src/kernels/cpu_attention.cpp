@@ -4,14 +4,18 @@
 // with one kv head), so the work item is "all heads of one token × a range of its kv rows":
 // each kv block is loaded once and scored against every head. When there are fewer tokens
 // than threads (decode), a token's kv range is split into parts whose softmax states are
-// merged at the end, so that both cores stream disjoint halves of the cache.
+// merged at the end, so that both cores stream disjoint halves of the cache. A pool stored as
+// bf16 or fp8 is decoded as it is read, a row at a time into a small per-thread tile of float32
+// rows (kv_row_as_f32): the cache streams at its stored size and is never copied whole.
 //
 // Prefill: per head, runs of kQueryRun consecutive tokens walk their causal kv prefix.
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "kernels/avx512_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/flash_block.h"
 #include "kernels/ops.h"
@@ -35,26 +39,88 @@ int64_t parts_per_token(int64_t n_q, int64_t shortest_range) {
   return std::clamp<int64_t>(std::min(wanted, shortest_range / kMinRowsPerPart), 1, wanted);
 }
 
-// Feeds kv rows [begin, end) to the state block by block. kv_row(j) returns {k row, v row}.
+// Feeds kv rows [begin, end) to the state block by block. kv_row(j, tile_row) returns {k row,
+// v row} of kv row j; tile_row < 2 * kFlashBlock is the row's place among the two blocks in
+// flight, for a kv_row that decodes into a scratch tile: a place is reused only after its block
+// was folded in.
 template <typename KvRow>
 void attend_range(const FlashQueries& queries, int64_t begin, int64_t end, KvRow kv_row,
                   const FlashState& state) {
   FlashKvBlock blocks[2];  // the current block and the next one (prefetched meanwhile)
-  const auto fill = [&](FlashKvBlock& block, int64_t start) {
+  const auto fill = [&](int64_t b, int64_t start) {
+    FlashKvBlock& block = blocks[b];
     block.begin = start;
     block.count = std::min(kFlashBlock, end - start);
-    for (int64_t j = 0; j < round_up_to_tile(block.count); ++j) {
-      const auto [k, v] = kv_row(start + std::min(j, block.count - 1));  // padding repeats a row
+    for (int64_t j = 0; j < block.count; ++j) {
+      const auto [k, v] = kv_row(start + j, b * kFlashBlock + j);
       block.k[j] = k;
       block.v[j] = v;
     }
+    for (int64_t j = block.count; j < round_up_to_tile(block.count); ++j) {  // padding
+      block.k[j] = block.k[block.count - 1];
+      block.v[j] = block.v[block.count - 1];
+    }
   };
-  if (begin < end) fill(blocks[0], begin);
+  if (begin < end) fill(0, begin);
   for (int64_t start = begin, current = 0; start < end; start += kFlashBlock, current ^= 1) {
     const bool has_next = start + kFlashBlock < end;
-    if (has_next) fill(blocks[current ^ 1], start + kFlashBlock);
+    if (has_next) fill(current ^ 1, start + kFlashBlock);
     flash_add_block(queries, blocks[current], has_next ? &blocks[current ^ 1] : nullptr, state);
   }
+}
+
+// dst[0, n) = bf16 row src as float32: each value's bits shifted into the high half.
+MLASERVE_AVX512 void decode_bf16_row(const bf16* src, int64_t n, float* dst) {
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 lanes = first_lanes16(n - c);
+    const __m512i bits = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, src + c));
+    _mm512_mask_storeu_ps(dst + c, lanes, _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
+  }
+}
+
+// dst[0, n) = e4m3fn codes src times the row's scale, the same floats as fp8_e4m3_to_f32(code)
+// * scale. A normal code's exponent and mantissa bits move into float32's fields and the
+// exponent is rebiased from 7 to 127; a subnormal one (exponent 0) is mantissa · 2^-9.
+MLASERVE_AVX512 void decode_fp8_row(const uint8_t* src, int64_t n, float scale, float* dst) {
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  const __m512i magnitude_bits = _mm512_set1_epi32(0x7f), sign_bit = _mm512_set1_epi32(0x80);
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 lanes = first_lanes16(n - c);
+    const __m512i code = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, src + c));
+    const __m512i magnitude = _mm512_and_si512(code, magnitude_bits);
+    const __m512 normal = _mm512_castsi512_ps(
+        _mm512_add_epi32(_mm512_slli_epi32(magnitude, 20), _mm512_set1_epi32((127 - 7) << 23)));
+    const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(magnitude), _mm512_set1_ps(0x1p-9f));
+    __m512 value = _mm512_mask_blend_ps(_mm512_cmpge_epi32_mask(magnitude, _mm512_set1_epi32(8)),
+                                        subnormal, normal);
+    value = _mm512_mask_mov_ps(value, _mm512_cmpeq_epi32_mask(magnitude, magnitude_bits),
+                               _mm512_set1_ps(NAN));
+    value = _mm512_or_ps(
+        value, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(code, sign_bit), 24)));
+    _mm512_mask_storeu_ps(dst + c, lanes, _mm512_mul_ps(value, scale_v));
+  }
+}
+
+// Kv row j of a sequence (pool row kv_slots[j]) as float32 rows for the flash block: a float32
+// pool's own row, else the row decoded into `tile_row` (d_qk floats). Decoding reads the row
+// at once, so the row a block ahead (j + kFlashBlock < end) is prefetched into L2 meanwhile,
+// as the flash block does itself for float32 rows.
+const float* kv_row_as_f32(const KvRows& kv, const int32_t* kv_slots, int64_t j, int64_t end,
+                           float* tile_row) {
+  if (kv.dtype == KvDtype::Float32) return reinterpret_cast<const float*>(kv.row(kv_slots[j]));
+  if (j + kFlashBlock < end) {
+    const auto* ahead = reinterpret_cast<const char*>(kv.row(kv_slots[j + kFlashBlock]));
+    const int64_t bytes = kv.row_dim * kv_value_bytes(kv.dtype);
+    for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T1);
+    _mm_prefetch(ahead + bytes - 1, _MM_HINT_T1);  // the last line when rows are not aligned
+  }
+  const int64_t slot = kv_slots[j];
+  if (kv.dtype == KvDtype::BFloat16) {
+    decode_bf16_row(reinterpret_cast<const bf16*>(kv.row(slot)), kv.row_dim, tile_row);
+  } else {
+    decode_fp8_row(kv.row(slot), kv.row_dim, kv.scales[slot], tile_row);
+  }
+  return tile_row;
 }
 
 // Per-thread arrays describing one query group.
@@ -65,12 +131,16 @@ struct GroupScratch {
 };
 
 // Absorbed work item: all heads of token i against its kv rows [begin, end).
-void absorbed_part(const AbsorbedAttention& s, const float* q, const float* kv_pool,
+void absorbed_part(const AbsorbedAttention& s, const float* q, const KvRows& kv,
                    const int32_t* kv_slots, int64_t i, int64_t begin, int64_t end,
                    const FlashState& state) {
   const int64_t d_qk = s.d_latent + s.d_rope;
   const int64_t rows_padded = round_up_to_tile(s.n_heads);
   thread_local GroupScratch group;
+  // Rows of a stored dtype other than float32 decoded for the two blocks in flight:
+  // [2 * kFlashBlock, d_qk] floats, 144 KiB at d_qk = 576, so they stay in L2.
+  thread_local std::vector<float> tile;
+  if (kv.dtype != KvDtype::Float32) tile.resize(static_cast<size_t>(2 * kFlashBlock * d_qk));
   group.q.resize(static_cast<size_t>(rows_padded));
   group.row_end.assign(static_cast<size_t>(s.n_heads), end);
   for (int64_t h = 0; h < rows_padded; ++h) {
@@ -81,8 +151,8 @@ void absorbed_part(const AbsorbedAttention& s, const float* q, const float* kv_p
   flash_state_reset(state, rows_padded, s.d_latent);
   attend_range(
       queries, begin, end,
-      [&](int64_t j) {
-        const float* row = kv_pool + static_cast<int64_t>(kv_slots[j]) * d_qk;
+      [&](int64_t j, int64_t tile_row) {
+        const float* row = kv_row_as_f32(kv, kv_slots, j, end, tile.data() + tile_row * d_qk);
         return std::pair{row, row};  // c_kv, the first d_latent floats, is also the value
       },
       state);
@@ -106,7 +176,7 @@ void prefill_run(const PrefillAttention& s, const float* q, const float* k, cons
   flash_state_reset(state, rows_padded, s.d_v);
   attend_range(
       queries, 0, first + rows,
-      [&](int64_t j) {
+      [&](int64_t j, int64_t) {
         return std::pair{k + (j * s.n_heads + h) * s.d_qk, v + (j * s.n_heads + h) * s.d_v};
       },
       state);
@@ -117,9 +187,9 @@ void prefill_run(const PrefillAttention& s, const float* q, const float* k, cons
 
 }  // namespace
 
-void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const float* kv_pool,
+void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out) {
-  if (!cpu_has_avx512()) return ref::mla_attention_absorbed(s, q, kv_pool, kv_slots, out);
+  if (!cpu_has_avx512()) return ref::mla_attention_absorbed(s, q, kv, kv_slots, out);
   if (s.n_q == 0 || s.n_heads == 0) return;
   const int64_t first_visible = s.n_kv - s.n_q + 1;  // kv rows seen by the first token
   const bool parallel =
@@ -141,7 +211,7 @@ void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const fl
   for_each_item(s.n_q * parts, parallel, [&](int64_t item) {
     const int64_t i = item / parts, part = item % parts;
     const int64_t visible = first_visible + i;
-    absorbed_part(s, q, kv_pool, kv_slots, i, visible * part / parts, visible * (part + 1) / parts,
+    absorbed_part(s, q, kv, kv_slots, i, visible * part / parts, visible * (part + 1) / parts,
                   states[item]);
   });
   const int64_t rows = s.n_q * s.n_heads;

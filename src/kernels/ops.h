@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "core/kv_dtype.h"
 #include "core/numeric.h"
 
 namespace mlaserve::kernels {
@@ -153,14 +154,16 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
 // ---- MLA attention ---------------------------------------------------------------------
 // Absorbed path (decode and extend over a cached prefix): one KV head of dim d_latent+d_rope.
 // q: [n_q, n_heads, d_latent + d_rope] (q_nope already multiplied by W_UK, q_pe roped).
-// kv_pool rows are [d_latent + d_rope] (normalised c_kv | roped k_pe); kv_slots[0, n_kv) are
-// this sequence's tokens in order. Query i sits at position n_kv - n_q + i and sees kv tokens
-// [0, n_kv - n_q + i] (causal). out: [n_q, n_heads, d_latent] = softmax(q·kᵀ·scale)·c_kv.
+// kv holds one layer of the KV pool, rows of d_latent + d_rope values (normalised c_kv | roped
+// k_pe) in its stored dtype, read as such (the fast path decodes a block of rows at a time into
+// a small per-thread tile); kv_slots[0, n_kv) are this sequence's rows in order. Query i sits at
+// position n_kv - n_q + i and sees kv tokens [0, n_kv - n_q + i] (causal).
+// out: [n_q, n_heads, d_latent] = softmax(q·kᵀ·scale)·c_kv.
 struct AbsorbedAttention {
   int64_t n_q, n_heads, d_latent, d_rope, n_kv;
   float scale;
 };
-void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, const float* kv_pool,
+void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out);
 
 // Normal path (pure prefill, no cached prefix): per-head causal MHA over the new tokens.

@@ -237,15 +237,35 @@ BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
 
 // ---- attention --------------------------------------------------------------------------
 
-// One decode token against n_kv cached rows. The pool holds enough sequences' caches to
-// exceed kDramWorkingSet and each iteration reads the next one, so kv rows come from DRAM.
-// Args: n_heads, d_latent, d_rope, n_kv.
+// A KV pool layer of `rows` random rows of d_qk values stored as kDtype, 64-byte aligned.
+template <KvDtype kDtype>
+struct StoredPool {
+  std::unique_ptr<uint8_t[], decltype(&std::free)> values{nullptr, &std::free};
+  std::vector<float> scales;
+
+  StoredPool(int64_t rows, int64_t d_qk) : scales(static_cast<size_t>(rows)) {
+    const int64_t row_bytes = d_qk * kv_value_bytes(kDtype);
+    values.reset(static_cast<uint8_t*>(
+        std::aligned_alloc(64, static_cast<size_t>((rows * row_bytes + 63) / 64 * 64))));
+    const AlignedFloats row = aligned_values(static_cast<size_t>(d_qk), 1);
+    for (int64_t r = 0; r < rows; ++r) {  // one row's values everywhere: speed does not care
+      encode_kv_row(kDtype, row.get(), d_qk, values.get() + r * row_bytes,
+                    &scales[static_cast<size_t>(r)]);
+    }
+  }
+};
+
+// One decode token against n_kv cached rows stored as kDtype. The pool holds enough sequences'
+// caches to exceed kDramWorkingSet and each iteration reads the next one, so kv rows come from
+// DRAM. Args: n_heads, d_latent, d_rope, n_kv.
+template <KvDtype kDtype>
 void BM_AbsorbedDecode(benchmark::State& state) {
   const int64_t heads = state.range(0), d_latent = state.range(1), d_rope = state.range(2);
   const int64_t n_kv = state.range(3), d_qk = d_latent + d_rope;
-  const int64_t row_bytes = d_qk * static_cast<int64_t>(sizeof(float));
+  const int64_t row_bytes = kv_row_bytes(kDtype, d_qk);
   const int64_t sequences = static_cast<int64_t>(kDramWorkingSet) / (n_kv * row_bytes) + 1;
-  const AlignedFloats pool = aligned_values(static_cast<size_t>(sequences * n_kv * d_qk), 1);
+  const StoredPool<kDtype> pool(sequences * n_kv, d_qk);
+  const KvRows kv{kDtype, d_qk, pool.values.get(), pool.scales.data()};
   std::vector<int32_t> slots(static_cast<size_t>(sequences * n_kv));
   std::iota(slots.begin(), slots.end(), 0);
   const AlignedFloats q = aligned_values(static_cast<size_t>(heads * d_qk), 2);
@@ -255,20 +275,24 @@ void BM_AbsorbedDecode(benchmark::State& state) {
   int64_t sequence = 0;
   Rates rates(state);
   for (auto _ : state) {
-    mla_attention_absorbed(shape, q.get(), pool.get(), slots.data() + sequence * n_kv, out.data());
+    mla_attention_absorbed(shape, q.get(), kv, slots.data() + sequence * n_kv, out.data());
     benchmark::DoNotOptimize(out.data());
     sequence = (sequence + 1) % sequences;
   }
   rates.rate("KV_B/s", static_cast<double>(n_kv * row_bytes));
   rates.rate("FLOP/s", 2.0 * static_cast<double>(heads * n_kv * (d_qk + d_latent)));
 }
-BENCHMARK(BM_AbsorbedDecode)
-    ->ArgNames({"heads", "d_latent", "d_rope", "n_kv"})
-    ->Args({16, 256, 32, 1024})
-    ->Args({16, 256, 32, 4096})
-    ->Args({16, 256, 32, 16384})
-    ->Args({128, 512, 64, 4096})
-    ->UseRealTime();
+void absorbed_decode_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"heads", "d_latent", "d_rope", "n_kv"})
+      ->Args({16, 256, 32, 1024})
+      ->Args({16, 256, 32, 4096})
+      ->Args({16, 256, 32, 16384})
+      ->Args({128, 512, 64, 4096})
+      ->UseRealTime();
+}
+BENCHMARK(BM_AbsorbedDecode<KvDtype::Float32>)->Apply(absorbed_decode_shapes);
+BENCHMARK(BM_AbsorbedDecode<KvDtype::BFloat16>)->Apply(absorbed_decode_shapes);
+BENCHMARK(BM_AbsorbedDecode<KvDtype::Fp8E4m3>)->Apply(absorbed_decode_shapes);
 
 // Causal prefill over n_tokens new tokens. Args: n_tokens, n_heads, d_qk, d_v.
 void BM_PrefillAttention(benchmark::State& state) {

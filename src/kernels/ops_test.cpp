@@ -1,7 +1,7 @@
 // Fast path (ops.h) against the scalar reference (reference.h) on random data with fixed seeds,
 // over shapes chosen to hit every tail: m across the GEMV/oneDNN cut-over, N and K that are not
-// multiples of the tile widths, single kv rows, several query tokens over a cached prefix, and
-// shuffled kv slots.
+// multiples of the tile widths, single kv rows, several query tokens over a cached prefix,
+// shuffled kv slots, and KV pools stored as float32, bf16 and fp8_e4m3.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -353,30 +353,105 @@ std::vector<int32_t> shuffled_slots(int64_t n_kv, int64_t pool_rows, uint32_t se
   return slots;
 }
 
+// A KV pool layer of float32 rows [n_rows, d_qk] stored as dtype (core/kv_dtype.h's codec).
+struct StoredKv {
+  KvDtype dtype;
+  int64_t d_qk;
+  std::vector<uint8_t> values;
+  std::vector<float> scales;
+
+  StoredKv(const std::vector<float>& rows, int64_t d, KvDtype type)
+      : dtype(type),
+        d_qk(d),
+        values(rows.size() * static_cast<size_t>(kv_value_bytes(type))),
+        scales(rows.size() / static_cast<size_t>(d)) {
+    for (size_t r = 0; r < scales.size(); ++r) {
+      encode_kv_row(dtype, rows.data() + r * static_cast<size_t>(d_qk), d_qk,
+                    values.data() + r * static_cast<size_t>(d_qk * kv_value_bytes(dtype)),
+                    &scales[r]);
+    }
+  }
+  KvRows rows() const { return {dtype, d_qk, values.data(), scales.data()}; }
+};
+
+const KvDtype kKvDtypes[] = {KvDtype::Float32, KvDtype::BFloat16, KvDtype::Fp8E4m3};
+
+struct AbsorbedRun {
+  std::vector<float> q, pool;  // q [n_q, n_heads, d_qk]; float32 pool rows [pool_rows, d_qk]
+  AbsorbedAttention shape;
+};
+
 // Scale 4/sqrt(d) makes the softmax peaky, so the running max changes between kv blocks.
-void check_absorbed(const AbsorbedCase& c, const std::vector<int32_t>& slots, int64_t pool_rows) {
-  SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " n_heads=" << c.n_heads << " d_latent="
-                                  << c.d_latent << " d_rope=" << c.d_rope << " n_kv=" << c.n_kv);
+AbsorbedRun random_absorbed(const AbsorbedCase& c, int64_t pool_rows) {
   const int64_t d_qk = c.d_latent + c.d_rope;
-  const AbsorbedAttention shape{c.n_q,    c.n_heads, c.d_latent,
-                                c.d_rope, c.n_kv,    4.0f / std::sqrt(static_cast<float>(d_qk))};
-  const std::vector<float> q = random_values(static_cast<size_t>(c.n_q * c.n_heads * d_qk), 15);
-  const std::vector<float> pool = random_values(static_cast<size_t>(pool_rows * d_qk), 16);
+  return {
+      random_values(static_cast<size_t>(c.n_q * c.n_heads * d_qk), 15),
+      random_values(static_cast<size_t>(pool_rows * d_qk), 16),
+      {c.n_q, c.n_heads, c.d_latent, c.d_rope, c.n_kv, 4.0f / std::sqrt(static_cast<float>(d_qk))}};
+}
+
+// The fast path against the reference on the same pool stored as dtype: both read the same
+// rounded values (the fast decode must give the reference's floats), so the float32 bound holds.
+void check_absorbed(const AbsorbedCase& c, const std::vector<int32_t>& slots, int64_t pool_rows,
+                    KvDtype dtype = KvDtype::Float32) {
+  SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " n_heads=" << c.n_heads
+                                  << " d_latent=" << c.d_latent << " d_rope=" << c.d_rope
+                                  << " n_kv=" << c.n_kv << " kv " << kv_dtype_name(dtype));
+  const AbsorbedRun run = random_absorbed(c, pool_rows);
+  const StoredKv kv(run.pool, c.d_latent + c.d_rope, dtype);
   std::vector<float> expected(static_cast<size_t>(c.n_q * c.n_heads * c.d_latent));
   std::vector<float> actual(expected.size(), NAN);
-  ref::mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), expected.data());
-  mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), actual.data());
+  ref::mla_attention_absorbed(run.shape, run.q.data(), kv.rows(), slots.data(), expected.data());
+  mla_attention_absorbed(run.shape, run.q.data(), kv.rows(), slots.data(), actual.data());
   expect_not_all_zero(expected);
   EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance);
 }
 
+// Odd head counts, latent and rope widths (row tails of the decode and the score tiles), single
+// kv rows, kv counts around the 32-row block and several query tokens over a cached prefix.
+const AbsorbedCase kAbsorbedCases[] = {
+    {1, 1, 16, 8, 1},    {1, 8, 64, 16, 37},  {3, 8, 64, 16, 100}, {1, 16, 256, 32, 1000},
+    {5, 3, 20, 7, 70},   {33, 8, 64, 16, 40}, {2, 5, 100, 3, 2},   {4, 16, 256, 32, 300},
+    {1, 2, 512, 64, 33}, {2, 3, 17, 5, 65},   {1, 7, 500, 13, 31}};
+
 TEST(AbsorbedAttention, MatchesReferenceWithShuffledSlots) {
-  const AbsorbedCase cases[] = {{1, 1, 16, 8, 1},       {1, 8, 64, 16, 37},    {3, 8, 64, 16, 100},
-                                {1, 16, 256, 32, 1000}, {5, 3, 20, 7, 70},     {33, 8, 64, 16, 40},
-                                {2, 5, 100, 3, 2},      {4, 16, 256, 32, 300}, {1, 2, 512, 64, 33}};
-  for (const AbsorbedCase& c : cases) {
-    const int64_t pool_rows = 2 * c.n_kv + 5;
-    check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 17), pool_rows);
+  for (KvDtype dtype : kKvDtypes) {
+    for (const AbsorbedCase& c : kAbsorbedCases) {
+      const int64_t pool_rows = 2 * c.n_kv + 5;
+      check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 17), pool_rows, dtype);
+    }
+  }
+}
+
+// What storing the cache in a smaller type costs: the fast path over a bf16 or fp8 pool against
+// the reference over the float32 pool it came from. A stored value is off by at most u of
+// itself, u = 2^-9 (bf16) or 2^-4 (fp8; below the row's subnormal range, 2^-10 of its scale).
+// An output element is a softmax-weighted mean of c_kv values, so their rounding moves it by at
+// most u of the largest |c_kv|, and the scores' rounding shifts the weights by about as much
+// again (these cases measure up to 2.0u for bf16, 0.92u for fp8). Bound: 3u, norm-wise.
+TEST(AbsorbedAttention, Bf16AndFp8KvStayNearFloat32Kv) {
+  const std::pair<KvDtype, double> bounds[] = {{KvDtype::BFloat16, 3 * std::ldexp(1.0, -9)},
+                                               {KvDtype::Fp8E4m3, 3 * std::ldexp(1.0, -4)}};
+  for (const auto& [dtype, bound] : bounds) {
+    for (const AbsorbedCase& c : kAbsorbedCases) {
+      SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " n_heads=" << c.n_heads
+                                      << " d_qk=" << c.d_latent + c.d_rope << " n_kv=" << c.n_kv
+                                      << " kv " << kv_dtype_name(dtype));
+      const int64_t pool_rows = c.n_kv + 3;
+      const std::vector<int32_t> slots = shuffled_slots(c.n_kv, pool_rows, 26);
+      const AbsorbedRun run = random_absorbed(c, pool_rows);
+      const int64_t d_qk = c.d_latent + c.d_rope;
+      std::vector<float> exact(static_cast<size_t>(c.n_q * c.n_heads * c.d_latent));
+      std::vector<float> stored(exact.size(), NAN);
+      ref::mla_attention_absorbed(run.shape, run.q.data(),
+                                  StoredKv(run.pool, d_qk, KvDtype::Float32).rows(), slots.data(),
+                                  exact.data());
+      mla_attention_absorbed(run.shape, run.q.data(), StoredKv(run.pool, d_qk, dtype).rows(),
+                             slots.data(), stored.data());
+      const double error = relative_error(stored, exact, 1.0);
+      EXPECT_LE(error, bound);
+      EXPECT_GT(error, 0.0);  // the rounding is there to see: the two pools differ
+    }
   }
 }
 
@@ -387,19 +462,24 @@ TEST(AbsorbedAttention, ReadsOnlyTheGivenSlots) {
   const int64_t d_qk = 40, pool_rows = 120;
   const std::vector<int32_t> slots = shuffled_slots(50, pool_rows, 18);
   const std::vector<float> q = random_values(static_cast<size_t>(2 * 4 * d_qk), 19);
-  std::vector<float> pool = random_values(static_cast<size_t>(pool_rows * d_qk), 20);
-  std::vector<float> first(2 * 4 * 32), second(first.size()), other(first.size());
-  mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), first.data());
-  std::vector<bool> used(pool_rows, false);
-  for (int32_t s : slots) used[static_cast<size_t>(s)] = true;
-  for (int64_t r = 0; r < pool_rows; ++r) {
-    if (!used[static_cast<size_t>(r)]) std::fill_n(pool.begin() + r * d_qk, d_qk, 7.0f);
+  for (KvDtype dtype : kKvDtypes) {
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    std::vector<float> pool = random_values(static_cast<size_t>(pool_rows * d_qk), 20);
+    std::vector<float> first(2 * 4 * 32), second(first.size()), other(first.size());
+    mla_attention_absorbed(shape, q.data(), StoredKv(pool, d_qk, dtype).rows(), slots.data(),
+                           first.data());
+    std::vector<bool> used(pool_rows, false);
+    for (int32_t s : slots) used[static_cast<size_t>(s)] = true;
+    for (int64_t r = 0; r < pool_rows; ++r) {
+      if (!used[static_cast<size_t>(r)]) std::fill_n(pool.begin() + r * d_qk, d_qk, 7.0f);
+    }
+    const StoredKv changed(pool, d_qk, dtype);
+    mla_attention_absorbed(shape, q.data(), changed.rows(), slots.data(), second.data());
+    EXPECT_EQ(first, second);
+    const std::vector<int32_t> other_slots = shuffled_slots(50, pool_rows, 21);
+    mla_attention_absorbed(shape, q.data(), changed.rows(), other_slots.data(), other.data());
+    EXPECT_NE(first, other);
   }
-  mla_attention_absorbed(shape, q.data(), pool.data(), slots.data(), second.data());
-  EXPECT_EQ(first, second);
-  const std::vector<int32_t> other_slots = shuffled_slots(50, pool_rows, 21);
-  mla_attention_absorbed(shape, q.data(), pool.data(), other_slots.data(), other.data());
-  EXPECT_NE(first, other);
 }
 
 // The thread count decides how many parts a decode token's kv range is split into (1 thread:
@@ -409,10 +489,12 @@ TEST(AbsorbedAttention, MatchesReferenceForOtherThreadCounts) {
   for (int threads : {1, 3}) {
     SCOPED_TRACE(testing::Message() << "threads=" << threads);
     omp_set_num_threads(threads);
-    for (const AbsorbedCase& c :
-         {AbsorbedCase{1, 16, 256, 32, 1000}, AbsorbedCase{3, 8, 64, 16, 700}}) {
-      const int64_t pool_rows = c.n_kv + 3;
-      check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 25), pool_rows);
+    for (KvDtype dtype : kKvDtypes) {
+      for (const AbsorbedCase& c :
+           {AbsorbedCase{1, 16, 256, 32, 1000}, AbsorbedCase{3, 8, 64, 16, 700}}) {
+        const int64_t pool_rows = c.n_kv + 3;
+        check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 25), pool_rows, dtype);
+      }
     }
   }
   omp_set_num_threads(default_threads);

@@ -135,16 +135,18 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
   }
 }
 
-void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const float* kv_pool,
+void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out) {
   const int64_t d_qk = s.d_latent + s.d_rope;
+  std::vector<float> rows(static_cast<size_t>(s.n_kv * d_qk));  // the sequence's rows, decoded
+  for (int64_t j = 0; j < s.n_kv; ++j) decode_kv_row(kv, kv_slots[j], rows.data() + j * d_qk);
   std::vector<float> p(static_cast<size_t>(s.n_kv));
   for (int64_t i = 0; i < s.n_q; ++i) {
     const int64_t visible = s.n_kv - s.n_q + i + 1;
     for (int64_t h = 0; h < s.n_heads; ++h) {
       const float* qh = q + (i * s.n_heads + h) * d_qk;
       for (int64_t j = 0; j < visible; ++j) {
-        const float* k = kv_pool + static_cast<int64_t>(kv_slots[j]) * d_qk;
+        const float* k = rows.data() + j * d_qk;
         float dot = 0.0f;
         for (int64_t d = 0; d < d_qk; ++d) dot += qh[d] * k[d];
         p[static_cast<size_t>(j)] = dot * s.scale;
@@ -153,7 +155,7 @@ void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const fl
       float* o = out + (i * s.n_heads + h) * s.d_latent;
       std::fill(o, o + s.d_latent, 0.0f);
       for (int64_t j = 0; j < visible; ++j) {
-        const float* c_kv = kv_pool + static_cast<int64_t>(kv_slots[j]) * d_qk;
+        const float* c_kv = rows.data() + j * d_qk;
         for (int64_t d = 0; d < s.d_latent; ++d) o[d] += p[static_cast<size_t>(j)] * c_kv[d];
       }
     }

@@ -214,7 +214,7 @@ void DeepseekModel::attention(int64_t layer, const StepInput& in, const float* x
   // over all their rows, in jobs of up to 8 rows (the GEMV's range), instead of two batches per
   // sequence that each re-read every head's weights for a single row.
   constexpr int64_t kDecodeJobRows = 8;
-  float* kv_layer = kv.layer(layer);
+  const KvRows kv_layer = kv.layer(layer);
   float* o = take(buf_.o, T * nh * v);  // [T, nh, v]
   std::vector<AbsorbedSequence>& decodes = buf_.decodes;
   decodes.clear();
@@ -222,7 +222,7 @@ void DeepseekModel::attention(int64_t layer, const StepInput& in, const float* x
   for (const SequenceStep& s : in.seqs) {
     for (int64_t j = 0; j < s.n_new; ++j) {
       const int32_t slot = s.kv_slots[static_cast<size_t>(s.n_cached + j)];
-      std::copy_n(latent + (row + j) * (kvl + rope), kvl + rope, kv_layer + slot * (kvl + rope));
+      kv.write_row(layer, slot, latent + (row + j) * (kvl + rope));
     }
     if (s.n_cached == 0) {
       attend_normal(w, s, q + row * nh * qk, latent + row * (kvl + rope), o + row * nh * v);
@@ -274,7 +274,7 @@ void DeepseekModel::attend_normal(const AttentionWeights& w, const SequenceStep&
 // o its [T, nh, v]; the sequences' new rows are gathered into R rows here.
 void DeepseekModel::attend_absorbed(const AttentionWeights& w,
                                     std::span<const AbsorbedSequence> seqs, int64_t job_rows,
-                                    const float* q, const float* kv_layer, float* o) {
+                                    const float* q, const KvRows& kv_layer, float* o) {
   const int64_t nh = heads_.size(), kvl = cfg_.kv_lora_rank, rope = cfg_.qk_rope_head_dim;
   const int64_t nope = cfg_.qk_nope_head_dim, qk = cfg_.qk_head_dim(), v = cfg_.v_head_dim;
   const int64_t d_abs = kvl + rope;

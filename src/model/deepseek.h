@@ -126,7 +126,7 @@ class DeepseekModel {
   void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q,
                      const float* latent, float* o);
   void attend_absorbed(const AttentionWeights& w, std::span<const AbsorbedSequence> seqs,
-                       int64_t job_rows, const float* q, const float* kv_layer, float* o);
+                       int64_t job_rows, const float* q, const KvRows& kv_layer, float* o);
   void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
   void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
   std::vector<float> logits(const float* x, const std::vector<int64_t>& rows, StepComm& comm);

@@ -4,11 +4,11 @@
 
 namespace mlaserve::parallel {
 
-KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config,
+KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config, KvDtype kv_dtype,
                        int64_t budget_bytes_per_rank) {
   KvCapacity c;
-  c.bytes_per_token =
-      cache::LatentKvPool::bytes_per_token(config.num_hidden_layers, config.kv_cache_dim());
+  c.bytes_per_token = cache::LatentKvPool::bytes_per_token(config.num_hidden_layers,
+                                                           config.kv_cache_dim(), kv_dtype);
   c.per_rank_tokens = budget_bytes_per_rank / c.bytes_per_token;
   c.instance_tokens = c.per_rank_tokens * topology.groups_per_instance;
   return c;

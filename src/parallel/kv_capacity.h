@@ -6,18 +6,19 @@
 
 #include <cstdint>
 
+#include "core/kv_dtype.h"
 #include "model/config.h"
 #include "parallel/topology.h"
 
 namespace mlaserve::parallel {
 
 struct KvCapacity {
-  int64_t bytes_per_token = 0;  // layers * (kv_lora_rank + qk_rope_head_dim) * sizeof(float)
+  int64_t bytes_per_token = 0;  // layers * (kv_lora_rank + qk_rope_head_dim) values of the dtype
   int64_t per_rank_tokens = 0;  // slots in this rank's pool
   int64_t instance_tokens = 0;  // distinct tokens one model instance can hold
 };
 
-KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config,
+KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config, KvDtype kv_dtype,
                        int64_t budget_bytes_per_rank);
 
 }  // namespace mlaserve::parallel

@@ -17,7 +17,7 @@ Worker::Worker(const parallel::Topology& topology, model::DeepseekModel& model,
       communicators_(topology),
       step_comm_(topology, communicators_, options.comm),
       kv_(model.config().num_hidden_layers, model.config().kv_cache_dim(),
-          options.kv_capacity_tokens) {}
+          options.kv_capacity_tokens, options.kv_dtype) {}
 
 Worker::~Worker() = default;
 

@@ -14,7 +14,8 @@
 namespace mlaserve::runtime {
 
 struct WorkerOptions {
-  int64_t kv_capacity_tokens = 0;  // latent KV slots per rank
+  int64_t kv_capacity_tokens = 0;       // latent KV slots per rank
+  KvDtype kv_dtype = KvDtype::Float32;  // how the pool stores them (--kv-cache-dtype)
   parallel::StepCommOptions comm;
 };
 

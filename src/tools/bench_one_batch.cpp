@@ -105,6 +105,7 @@ nlohmann::json report(const BenchOptions& o, int64_t bs, int64_t in, int64_t out
                       {"input_len", in},
                       {"output_len", out},
                       {"dtype", o.model.dtype},
+                      {"kv_cache_dtype", std::string(kv_dtype_name(o.model.kv_dtype()))},
                       {"layout", o.parallel.layout.describe()},
                       {"dp_padding", o.parallel.dp_padding},
                       {"prefill_latency", t.prefill},
@@ -132,16 +133,16 @@ void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
             std::max(kv_tokens, (bs + groups - 1) / groups * (in + std::max<int64_t>(out, 8)));
 
   model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
-  runtime::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     return;
   }
   spdlog::info(
-      "bench-one-batch: {} ({}), layout {}, resident weights on rank 0: {:.1f} MB, peak RSS after "
-      "load {:.1f} MB",
-      o.model.model_dir, model.weight_format_description(), o.parallel.layout.describe(),
-      static_cast<double>(model.resident_weight_bytes()) / 1e6,
+      "bench-one-batch: {} ({}, KV cache {}), layout {}, resident weights on rank 0: {:.1f} MB, "
+      "peak RSS after load {:.1f} MB",
+      o.model.model_dir, model.weight_format_description(), kv_dtype_name(o.model.kv_dtype()),
+      o.parallel.layout.describe(), static_cast<double>(model.resident_weight_bytes()) / 1e6,
       static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
   run_once(worker, groups,
            synthetic_batch(o.batch_sizes.front(), o.input_lens.front(), 8, cfg.vocab_size, o.seed));

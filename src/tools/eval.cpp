@@ -93,7 +93,7 @@ void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
   MPI_Bcast(&kv_tokens, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
 
   model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
-  runtime::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     runtime::gather_rank_reports(worker);

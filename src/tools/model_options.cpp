@@ -34,6 +34,12 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
       ->each(
           [](const std::string& choice) { kernels::use_reference_kernels(choice == "reference"); })
       ->capture_default_str();
+  cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
+                 "How the latent KV cache stores its rows: bfloat16 (half the memory of float32, "
+                 "so twice the tokens), float32, fp8_e4m3 (a quarter, with one float32 scale "
+                 "per row) or auto (bfloat16; float32 under --dtype float32)")
+      ->check(CLI::IsMember({"auto", "bfloat16", "float32", "fp8_e4m3"}))
+      ->capture_default_str();
 }
 
 model::WeightFormat ModelOptions::weight_format() const {
@@ -44,6 +50,13 @@ model::WeightFormat ModelOptions::weight_format() const {
                                 : quantization == "int8" ? model::Quantization::Int8
                                                          : model::Quantization::Auto;
   return {type, q};
+}
+
+KvDtype ModelOptions::kv_dtype() const {
+  if (kv_cache_dtype == "float32") return KvDtype::Float32;
+  if (kv_cache_dtype == "bfloat16") return KvDtype::BFloat16;
+  if (kv_cache_dtype == "fp8_e4m3") return KvDtype::Fp8E4m3;
+  return weight_format().dtype == kernels::WeightType::F32 ? KvDtype::Float32 : KvDtype::BFloat16;
 }
 
 }  // namespace mlaserve::tools

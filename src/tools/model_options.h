@@ -14,11 +14,15 @@ struct ModelOptions {
   std::string dtype = "bfloat16";
   std::string kernels = "fast";
   std::string quantization = "auto";
+  std::string kv_cache_dtype = "auto";
 
   void add_to(CLI::App& cmd, bool model_required = true);
   // The formats for --dtype and --quantization. (--kernels takes effect while the flags are
   // parsed.)
   model::WeightFormat weight_format() const;
+  // How the latent KV cache stores its rows: --kv-cache-dtype, where auto is bfloat16, or
+  // float32 under --dtype float32 (the reference precision keeps an exact cache).
+  KvDtype kv_dtype() const;
 };
 
 }  // namespace mlaserve::tools

@@ -241,7 +241,7 @@ void run_rank(const PerplexityOptions& o, const model::ModelConfig& cfg, const W
       runtime::StaticPlanner::kv_tokens_needed(windows.requests(0, per_step), groups);
 
   model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
-  runtime::Worker worker(topo, model, {kv_tokens, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     return;

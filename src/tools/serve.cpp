@@ -54,7 +54,8 @@ void resolve_defaults(ServeOptions& o) {
 
 sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topology& topo,
                                     const model::ModelConfig& cfg) {
-  const parallel::KvCapacity kv = parallel::kv_capacity(topo, cfg, o.kv_cache_mib << 20);
+  const parallel::KvCapacity kv =
+      parallel::kv_capacity(topo, cfg, o.model.kv_dtype(), o.kv_cache_mib << 20);
   if (kv.per_rank_tokens < 1)
     fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib,
          kv.bytes_per_token);
@@ -91,15 +92,15 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
               {"quantization",
                model::quantization_name(
                    model::resolve_weight_format(o.model.weight_format(), cfg).quantization)},
+              {"kv_cache_dtype", std::string(kv_dtype_name(o.model.kv_dtype()))},
               {"kv_bytes_per_token", kv.bytes_per_token},
               {"kv_tokens_per_rank", e.kv_tokens_per_group},
               {"kv_tokens_per_instance", instance_tokens}};
   spdlog::info(
-      "serve: layout {}, KV cache max_total_num_tokens {} per rank ({} per instance, "
-      "--kv-cache-memory {} MiB "
-      "holds {})",
-      o.parallel.layout.describe(), e.kv_tokens_per_group, instance_tokens, o.kv_cache_mib,
-      kv.per_rank_tokens);
+      "serve: layout {}, KV cache {} ({} bytes per token), max_total_num_tokens {} per rank ({} "
+      "per instance, --kv-cache-memory {} MiB holds {})",
+      o.parallel.layout.describe(), kv_dtype_name(o.model.kv_dtype()), kv.bytes_per_token,
+      e.kv_tokens_per_group, instance_tokens, o.kv_cache_mib, kv.per_rank_tokens);
   return e;
 }
 
@@ -115,7 +116,8 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
                mpi.rank(), static_cast<double>(model.resident_weight_bytes()) / 1e6,
                model.weight_format_description(),
                static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
-  runtime::Worker worker(topo, model, {eo.kv_tokens_per_group, o.parallel.comm_options()});
+  runtime::Worker worker(topo, model,
+                         {eo.kv_tokens_per_group, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) return follow_rank0(worker);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
   sched::ServingEngine engine(topo.instances * topo.groups_per_instance, eo);
