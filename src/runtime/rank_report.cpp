@@ -32,6 +32,7 @@ nlohmann::json rank_report(Worker& worker) {
           {"resident_weight_bytes", worker.model().resident_weight_bytes()},
           {"peak_rss_bytes", peak_rss_bytes()},
           {"kv_capacity_tokens", worker.kv_capacity_tokens()},
+          {"kv_cache_dtype", std::string(kv_dtype_name(worker.kv_dtype()))},
           {"steps", worker.stats().steps},
           {"padded_rows", worker.stats().padded_rows},
           {"flops", flops},

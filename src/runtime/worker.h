@@ -39,6 +39,7 @@ class Worker {
   const StepStats& stats() const { return stats_; }
   const parallel::CommStats& comm_stats() const { return step_comm_.stats(); }
   int64_t kv_capacity_tokens() const { return kv_.capacity(); }
+  KvDtype kv_dtype() const { return kv_.dtype(); }
 
  private:
   StepPlan broadcast_plan(const StepPlan* plan);
