@@ -155,9 +155,9 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
 // Absorbed path (decode and extend over a cached prefix): one KV head of dim d_latent+d_rope.
 // q: [n_q, n_heads, d_latent + d_rope] (q_nope already multiplied by W_UK, q_pe roped).
 // kv holds one layer of the KV pool, rows of d_latent + d_rope values (normalised c_kv | roped
-// k_pe) in its stored dtype, read as such (the fast path decodes a block of rows at a time into
-// a small per-thread tile); kv_slots[0, n_kv) are this sequence's rows in order. Query i sits at
-// position n_kv - n_q + i and sees kv tokens [0, n_kv - n_q + i] (causal).
+// k_pe) in its stored dtype, read as such (the fast path decodes each kv block's rows into a
+// small per-thread tile, never the whole cache); kv_slots[0, n_kv) are this sequence's rows in
+// order. Query i sits at position n_kv - n_q + i and sees kv tokens [0, n_kv - n_q + i] (causal).
 // out: [n_q, n_heads, d_latent] = softmax(q·kᵀ·scale)·c_kv.
 struct AbsorbedAttention {
   int64_t n_q, n_heads, d_latent, d_rope, n_kv;
