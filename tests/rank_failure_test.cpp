@@ -30,6 +30,17 @@ void drop_tensor(const std::filesystem::path& path, const std::string& name) {
   out << text << bytes.substr(8 + header_len);
 }
 
+// Polls the file at `path` until it contains `text` (true) or `timeout` passes (false).
+bool wait_for_text(const std::string& path, const std::string& text,
+                   std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (read_text(path).find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
 // A bad file that only one rank reads: under EP-MoE rank 3 of 4 owns experts 12..15; removing
 // expert 13 from the checkpoint fails rank 3 alone while the others wait in a collective.
 TEST(RankFailure, LoadErrorOnOneRankEndsTheJobWithItsMessage) {
@@ -64,7 +75,12 @@ TEST(RankFailure, KilledRankEndsTheJob) {
     pids = run_command(ranks).output;
   }
   ASSERT_EQ(std::count(pids.begin(), pids.end(), '\n'), 4) << pids;
-  std::this_thread::sleep_for(1500ms);  // let them get into the decode loop
+  // Kill in the step loop, where the other ranks wait for the victim in the step's collectives.
+  // Not ASSERT: `job` must be joined, and killing the victim ends it either way.
+  const std::string log_path = (tmp / "log.txt").string();
+  EXPECT_TRUE(wait_for_text(log_path, "eval: all ranks loaded", 60s))
+      << "the ranks did not start generating within 60 s\n"
+      << read_text(log_path);
   const int victim = std::stoi(pids.substr(pids.rfind('\n', pids.size() - 2) + 1));
   const auto killed_at = std::chrono::steady_clock::now();
   ::kill(victim, SIGKILL);

@@ -1,6 +1,7 @@
 // The real server on the real engine (brown-tiny, float32) on a free loopback port: greedy
 // output equals `eval` on the same prompt, batching many concurrent requests changes no
-// request's output, and this holds under DP attention too.
+// request's output, and this holds under DP attention, chunked prefill (which the engine's
+// counters show happened) and a limit on running requests too.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -38,13 +39,17 @@ std::vector<std::vector<int>> eval_greedy(const std::vector<std::vector<int>>& p
   return greedy;
 }
 
-void expect_concurrent_requests_match_eval(const std::string& flags) {
+// Returns the engine's status (/get_server_info) after the requests.
+json expect_concurrent_requests_match_eval(const std::string& flags) {
   const auto ps = prompts();
   const int max_new = 16;
   const auto expected = eval_greedy(ps, max_new);
-  ASSERT_EQ(expected.size(), ps.size());
+  EXPECT_EQ(expected.size(), ps.size());
   ServerProcess server(flags);
-  ASSERT_GT(server.port(), 0);
+  if (expected.size() != ps.size() || server.port() == 0) {
+    ADD_FAILURE() << "no eval output or no server";
+    return json::object();
+  }
   // One alone first, then all at once (continuous batching, several prefills and decodes mixed).
   EXPECT_EQ(server.generate(ps[3], max_new), expected[3]);
   std::vector<std::future<std::vector<int>>> futures;
@@ -53,6 +58,7 @@ void expect_concurrent_requests_match_eval(const std::string& flags) {
         std::async(std::launch::async, [&, p] { return server.generate(p, max_new); }));
   for (size_t i = 0; i < ps.size(); ++i)
     EXPECT_EQ(futures[i].get(), expected[i]) << "request " << i;
+  return server.call("/get_server_info")["engine"];
 }
 
 TEST(Serve, ConcurrentGreedyRequestsEqualEvalSingleRank) {
@@ -66,8 +72,40 @@ TEST(Serve, ConcurrentGreedyRequestsEqualEvalWithDpAttention) {
 
 // Chunked prefill (a global budget of 16 tokens, 8 per group) splits long prompts over steps.
 TEST(Serve, ChunkedPrefillGivesTheSameTokens) {
-  expect_concurrent_requests_match_eval(
+  const json status = expect_concurrent_requests_match_eval(
       "--tp 2 --dp 2 --enable-dp-attention --chunked-prefill-size 16");
+  // Every prompt is prefilled from scratch once at least, but for a shared BOS the radix cache
+  // may hold, in chunks of at most 8 tokens: all but the last of them stop short of its end.
+  int64_t fewest_partial_chunks = 0;
+  for (const std::vector<int>& p : prompts()) {
+    fewest_partial_chunks += (static_cast<int64_t>(p.size()) - 1 + 7) / 8 - 1;
+  }
+  EXPECT_GE(status.value("partial_prefill_chunks", int64_t{-1}), fewest_partial_chunks)
+      << status.dump();
+}
+
+// --max-running-requests 2: six prompts submitted together (one batch request) run two at a
+// time and still give eval's tokens. The engine's peak is the limit exactly: the six wait
+// together while each runs for 32 steps.
+TEST(Serve, MaxRunningRequestsBoundsTheBatch) {
+  const int max_new = 32;
+  std::vector<std::vector<int>> ps = prompts();
+  ps.resize(6);
+  const auto expected = eval_greedy(ps, max_new);
+  ASSERT_EQ(expected.size(), ps.size());
+  ServerProcess server("--max-running-requests 2");
+  ASSERT_GT(server.port(), 0);
+  const json body = {
+      {"input_ids", ps},
+      {"sampling_params", {{"max_new_tokens", max_new}, {"temperature", 0}, {"ignore_eos", true}}}};
+  const json answers = server.call("/generate", &body);
+  ASSERT_EQ(answers.size(), ps.size()) << answers.dump();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    EXPECT_EQ(answers[i]["output_ids"].get<std::vector<int>>(), expected[i]) << "prompt " << i;
+  }
+  const json status = server.call("/get_server_info")["engine"];
+  EXPECT_EQ(status["max_running_requests_per_group"], 2);
+  EXPECT_EQ(status["running_requests_peak"], 2) << status.dump();
 }
 
 }  // namespace

@@ -497,10 +497,19 @@ void expect_cut_off_request_is_freed(const ServerApi& api, const std::function<v
   const int64_t generated = status["generation_tokens_total"].get<int64_t>() -
                             before["generation_tokens_total"].get<int64_t>();
   EXPECT_LT(generated, kLongMaxTokens) << "the engine generated the whole request";
-  std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(api.engine_status()["generation_tokens_total"], status["generation_tokens_total"])
-      << "still generating";
   const std::string metrics_after = api.metrics();
+  // A one-token request is a barrier: a request still generating would add tokens in
+  // the barrier's steps too. The status is published after each step, so wait for its token.
+  const int64_t tokens_before = status["generation_tokens_total"].get<int64_t>();
+  api.post_json("/generate", greedy_generate_body({{"text", kPrompt}}, 1));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        status = api.engine_status();
+        return engine_idle(status) && status["generation_tokens_total"] != tokens_before;
+      },
+      30s))
+      << status.dump();
+  EXPECT_EQ(status["generation_tokens_total"], tokens_before + 1) << "still generating";
   const auto finished = [&](const std::string& reason) {
     return counter_growth(metrics_before, metrics_after,
                           "mlaserve_request_finished_total{reason=\"" + reason + "\"}");

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/ops.h"
 #include "kernels/reference.h"
 
@@ -61,6 +63,35 @@ double relative_error(const std::vector<float>& actual, const std::vector<float>
   return worst;
 }
 
+// What a fast path needs (cpu_isa.h). Without it the op falls back to the reference, and a test
+// that compares the two would pass having tested nothing.
+enum class Isa { Avx512, Avx512Bf16 };
+
+// Why the fast path for `isa` does not run here ("" when it does): the features the CPU lacks.
+std::string fast_path_absent(Isa isa) {
+  if (isa == Isa::Avx512 ? cpu_has_avx512() : cpu_has_avx512_bf16()) return "";
+  std::string missing;
+  const auto need = [&](bool has, const char* feature) {
+    if (!has) missing += std::string(missing.empty() ? "" : ", ") + feature;
+  };
+  need(__builtin_cpu_supports("avx512f"), "avx512f");
+  need(__builtin_cpu_supports("avx512bw"), "avx512bw");
+  need(__builtin_cpu_supports("avx512vl"), "avx512vl");
+  need(__builtin_cpu_supports("avx512dq"), "avx512dq");
+  need(__builtin_cpu_supports("fma"), "fma");
+  if (isa == Isa::Avx512Bf16) need(__builtin_cpu_supports("avx512bf16"), "avx512bf16");
+  if (missing.empty()) return "the reference kernels are forced: no fast path runs";
+  return "the CPU lacks " + missing +
+         ": the fast path falls back to the reference it is tested "
+         "against";
+}
+
+// Skips the test when the fast path for `isa` does not run.
+#define SKIP_WITHOUT_FAST_PATH(isa)                                                       \
+  do {                                                                                    \
+    if (const std::string why = fast_path_absent(isa); !why.empty()) GTEST_SKIP() << why; \
+  } while (false)
+
 // The reference output must carry signal, or agreement would prove nothing.
 void expect_not_all_zero(const std::vector<float>& values) {
   EXPECT_TRUE(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
@@ -95,6 +126,7 @@ const MatmulCase kMatmulCases[] = {{1, 37, 100},  {2, 37, 100},    {3, 130, 47},
                                    {33, 130, 47}, {128, 96, 1024}, {1, 256, 1024}, {2, 7, 2816},
                                    {1, 2, 31},    {3, 3, 32},      {64, 1, 17}};
 
+// Runs on any CPU: without AVX-512 every F32 matmul goes to oneDNN instead of the GEMV.
 TEST(Matmul, F32MatchesReference) {
   for (bool packed : {false, true}) {
     for (const MatmulCase& c : kMatmulCases) {
@@ -113,6 +145,7 @@ TEST(Matmul, F32MatchesReference) {
 // The fast BF16 path rounds x to bf16: it must match the reference fed that rounded x, and
 // differ from the exact product only by that rounding.
 TEST(Matmul, Bf16MatchesReferenceOnRoundedX) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512Bf16);
   for (bool packed : {false, true}) {
     for (const MatmulCase& c : kMatmulCases) {
       SCOPED_TRACE(testing::Message()
@@ -153,6 +186,8 @@ TEST(Matmul, ComparisonCatchesOneWrongWeight) {
 // sizes from a few rows to megabytes (split between threads inside a job): every job must
 // come out as its own matmul would.
 TEST(Matmul, BatchMatchesReference) {
+  // Its point is GEMV and oneDNN jobs of both types in one batch: BF16 needs both to run.
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512Bf16);
   struct JobCase {
     WeightType type;
     int64_t m, n, k;
@@ -195,6 +230,7 @@ TEST(Matmul, ZeroColumnsGiveZeros) {
 // ---- row-wise ops -----------------------------------------------------------------------
 
 TEST(RmsNorm, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   for (int64_t rows : {1, 3, 64}) {
     for (int64_t dim : {1, 7, 100, 1024, 7168}) {
       SCOPED_TRACE(testing::Message() << "rows=" << rows << " dim=" << dim);
@@ -213,6 +249,7 @@ TEST(RmsNorm, MatchesReference) {
 }
 
 TEST(SiluMul, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   for (float range : {4.0f, 100.0f}) {  // 100: exp overflows to inf and underflows to 0
     for (int64_t rows : {1, 5, 33}) {
       for (int64_t inter : {1, 17, 512, 2816}) {
@@ -231,6 +268,7 @@ TEST(SiluMul, MatchesReference) {
 }
 
 TEST(Softmax, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   for (float range : {1.0f, 30.0f}) {
     for (int64_t n : {1, 15, 16, 17, 100, 32000}) {
       SCOPED_TRACE(testing::Message() << "n=" << n << " range=" << range);
@@ -248,6 +286,7 @@ TEST(Softmax, MatchesReference) {
 }
 
 TEST(Softmax, LargeLogitsDoNotOverflow) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   std::vector<float> x = {1000.0f, 999.0f, -1000.0f};
   std::vector<float> expected = x;
   ref::softmax(expected.data(), 3);
@@ -257,6 +296,7 @@ TEST(Softmax, LargeLogitsDoNotOverflow) {
 
 // Vectors `stride` floats apart; the gap after each vector's dim floats must stay untouched.
 TEST(Rope, MatchesReferenceAndKeepsGaps) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   for (int64_t dim : {2, 6, 7, 16, 32, 64}) {
     for (int64_t n_vectors : {1, 16, 100}) {
       SCOPED_TRACE(testing::Message() << "dim=" << dim << " n_vectors=" << n_vectors);
@@ -415,6 +455,7 @@ const AbsorbedCase kAbsorbedCases[] = {
     {1, 2, 512, 64, 33}, {2, 3, 17, 5, 65},   {1, 7, 500, 13, 31}};
 
 TEST(AbsorbedAttention, MatchesReferenceWithShuffledSlots) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   for (KvDtype dtype : kKvDtypes) {
     for (const AbsorbedCase& c : kAbsorbedCases) {
       const int64_t pool_rows = 2 * c.n_kv + 5;
@@ -485,6 +526,7 @@ TEST(AbsorbedAttention, ReadsOnlyTheGivenSlots) {
 // The thread count decides how many parts a decode token's kv range is split into (1 thread:
 // 2 parts, 3 threads: 6, ...); every split must merge to the same softmax.
 TEST(AbsorbedAttention, MatchesReferenceForOtherThreadCounts) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   const int default_threads = omp_get_max_threads();
   for (int threads : {1, 3}) {
     SCOPED_TRACE(testing::Message() << "threads=" << threads);
@@ -505,6 +547,7 @@ struct PrefillCase {
 };
 
 TEST(PrefillAttention, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   const PrefillCase cases[] = {{1, 1, 16, 16},     {7, 3, 24, 20}, {33, 8, 96, 64},
                                {100, 2, 192, 128}, {17, 1, 5, 3},  {64, 16, 96, 64}};
   for (const PrefillCase& c : cases) {

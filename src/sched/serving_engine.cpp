@@ -15,6 +15,7 @@ constexpr int64_t kMinPrefillTokensPerGroup = 128;
 // A plan's rows: prompt tokens, and decodes.
 struct StepRows {
   int64_t prefill = 0, decode = 0;
+  int64_t partial_prefills = 0;  // prompt chunks that stop short of the prompt's end
 };
 
 StepRows count_rows(const runtime::StepPlan& plan) {
@@ -22,6 +23,7 @@ StepRows count_rows(const runtime::StepPlan& plan) {
   for (const runtime::GroupPlan& g : plan.groups) {
     for (const runtime::PlannedSequence& s : g.seqs) {
       (s.is_decode() ? rows.decode : rows.prefill) += static_cast<int64_t>(s.new_tokens.size());
+      if (!s.sample) rows.partial_prefills += 1;  // only a prompt's last chunk samples
     }
   }
   return rows;
@@ -191,10 +193,13 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
     return false;
   }
   plan.released.swap(released_);
+  // Planning admitted what --max-running-requests allows; the step runs them all.
+  running_peak_ = std::max(running_peak_, running_requests());
   const auto planned = std::chrono::steady_clock::now();
   std::vector<runtime::SequenceResult> results = worker.step(&plan);
   const StepRows rows = count_rows(plan);
   if (rows.prefill > 0 && rows.decode > 0) mixed_steps_ += 1;
+  prefill_chunks_ += static_cast<uint64_t>(rows.partial_prefills);
   step_budget_.record(rows.prefill, std::chrono::duration<double, std::milli>(
                                         std::chrono::steady_clock::now() - planned)
                                         .count());
@@ -219,6 +224,12 @@ void ServingEngine::run(runtime::Worker& worker) {
   runtime::StepPlan shutdown;
   shutdown.shutdown = true;
   worker.step(&shutdown);
+}
+
+int64_t ServingEngine::running_requests() const {
+  int64_t running = 0;
+  for (const GroupScheduler& g : groups_) running += static_cast<int64_t>(g.running().size());
+  return running;
 }
 
 void ServingEngine::publish_status() {
@@ -253,6 +264,8 @@ void ServingEngine::publish_status() {
       {"generation_tokens_total", tokens_generated_},
       {"steps", steps_},
       {"mixed_steps", mixed_steps_},
+      {"partial_prefill_chunks", prefill_chunks_},
+      {"running_requests_peak", running_peak_},
       {"schedule_seconds_total", schedule_seconds_},
       {"step_seconds_total", step_seconds_},
       {"context_length", options_.context_length},

@@ -54,6 +54,7 @@ class ServingEngine final : public EngineHandle {
   bool flush_all_groups();
   void finish(ActiveRequest& r, FinishReason reason, const std::string& error = "");
   void apply(const std::vector<runtime::SequenceResult>& results);
+  int64_t running_requests() const;  // in every group
   void publish_status();
 
   EngineOptions options_;
@@ -74,7 +75,9 @@ class ServingEngine final : public EngineHandle {
   mutable std::mutex status_mutex_;
   nlohmann::json status_;
   uint64_t requests_finished_ = 0, tokens_generated_ = 0, prompt_tokens_ = 0, steps_ = 0;
-  uint64_t mixed_steps_ = 0;                        // steps that decoded and prefilled together
+  uint64_t mixed_steps_ = 0;     // steps that decoded and prefilled together
+  uint64_t prefill_chunks_ = 0;  // prompt chunks that stopped short of the prompt's end
+  int64_t running_peak_ = 0;     // the most requests running at once (all groups)
   double schedule_seconds_ = 0, step_seconds_ = 0;  // rank 0's planning, and whole busy steps
 };
 

@@ -2,6 +2,8 @@
 // does stopping the server.
 #include <gmock/gmock.h>
 
+#include <cstdlib>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -61,10 +63,19 @@ TEST_F(DisconnectTest, StoppingTheServerEndsWaitingRequests) {
     result.emplace(
         post("/v1/completions", nlohmann::json{{"prompt", "Hello"}, {"max_tokens", 10}}));
   });
-  while (engine().submitted().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const auto before = std::chrono::steady_clock::now();
-  stop_server();
-  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(3));
+  // Not ASSERT: `waiting` must be joined; stopping the server ends it either way.
+  EXPECT_TRUE(engine().wait_for_submitted(1, std::chrono::seconds(30)))
+      << "the request never reached the engine";
+  // The request never finishes by itself, so a stop that waited for it would never return: any
+  // deadline tells the two apart, and one far above a stop's milliseconds cannot flake.
+  std::packaged_task<void()> stop([this] { stop_server(); });
+  std::future<void> stopped = stop.get_future();
+  std::thread stopping(std::move(stop));
+  if (stopped.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    ADD_FAILURE() << "stopping the server waits for a request that never finishes";
+    std::_Exit(EXIT_FAILURE);  // the stop cannot be cancelled, and teardown would hang on it
+  }
+  stopping.join();
   waiting.join();
   ASSERT_TRUE(result && *result);
   EXPECT_EQ((*result)->status, 503);

@@ -55,6 +55,35 @@ TEST_F(ErrorsTest, MalformedJson) {
   expect_error(post("/generate", std::string("[1, 2]")), 400, "invalid_request_error");
 }
 
+// A body the parser cannot represent is the client's error too, on every endpoint with a body.
+TEST_F(ErrorsTest, UnrepresentableJsonIs400) {
+  for (const std::string path : {"/v1/completions", "/v1/chat/completions", "/generate",
+                                 "/tokenize", "/detokenize", "/abort_request"}) {
+    SCOPED_TRACE(path);
+    for (const std::string number : {"1e400", "-1e400"}) {
+      const nlohmann::json error =
+          expect_error(post(path, "{\"prompt\": \"Hi\", \"temperature\": " + number + "}"), 400,
+                       "invalid_request_error");
+      EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("number overflow"));
+    }
+  }
+}
+
+// Deep enough to overflow a thread's stack if anything recursed once per level.
+TEST_F(ErrorsTest, DeeplyNestedBodyIs400) {
+  const size_t depth = 1'000'000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  const nlohmann::json error =
+      expect_error(post("/v1/completions", "{\"prompt\": \"Hi\", \"temperature\": " + nested + "}"),
+                   400, "invalid_request_error");
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("deeper than 128 levels"));
+  expect_error(post("/generate", nested), 400, "invalid_request_error");
+  // Nesting well within the limit is still read (and is then only the wrong type).
+  const std::string shallow = std::string(100, '[') + std::string(100, ']');
+  expect_error(post("/v1/completions", "{\"prompt\": \"Hi\", \"temperature\": " + shallow + "}"),
+               400, "invalid_request_error", "temperature");
+}
+
 TEST_F(ErrorsTest, WrongTypes) {
   const nlohmann::json error =
       expect_invalid({{"prompt", "Hi"}, {"max_tokens", "ten"}}, "max_tokens");

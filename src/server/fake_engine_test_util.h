@@ -139,16 +139,25 @@ class FakeEngine final : public sched::EngineHandle {
     return aborted_.front();
   }
   // Waits until no request is running (all finished or aborted).
-  bool wait_until_idle(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (running_count() == 0) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
+  bool wait_until_idle(std::chrono::milliseconds timeout) const {
+    return poll_until([this] { return running_count() == 0; }, timeout);
+  }
+  // Waits until `count` requests have been submitted.
+  bool wait_for_submitted(size_t count, std::chrono::milliseconds timeout) const {
+    return poll_until([this, count] { return submitted().size() >= count; }, timeout);
   }
 
  private:
+  // Checks `done` every 5 ms until it holds (true) or `timeout` passes (false).
+  static bool poll_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
   struct Running {
     uint64_t id;
     sched::GenerationRequest request;

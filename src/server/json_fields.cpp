@@ -40,13 +40,30 @@ bool is_integer_array(const nlohmann::json& value) {
   return true;
 }
 
+// The parser itself is iterative, but dumping a value (error messages quote it) recurses once
+// per level, so a body of a million '[' could exhaust a server thread's stack. No request field
+// nests anywhere near this deep.
+constexpr int kMaxNestingDepth = 128;
+
+bool refuse_deep_nesting(int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+  const bool opens = event == nlohmann::json::parse_event_t::object_start ||
+                     event == nlohmann::json::parse_event_t::array_start;
+  // `depth` counts the arrays and objects around the one that opens (0 for the body itself).
+  if (opens && depth >= kMaxNestingDepth) {
+    throw invalid_request(fmt::format("Request body nests arrays and objects deeper than {} levels",
+                                      kMaxNestingDepth));
+  }
+  return true;
+}
+
 }  // namespace
 
 nlohmann::json parse_json_object(const std::string& body) {
   nlohmann::json parsed;
   try {
-    parsed = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& error) {
+    parsed = nlohmann::json::parse(body, refuse_deep_nesting);
+  } catch (const nlohmann::json::exception& error) {
+    // Not just parse_error: a number past double's range such as 1e400 is an out_of_range.
     throw invalid_request(fmt::format("Request body is not valid JSON: {}", error.what()));
   }
   if (!parsed.is_object()) throw invalid_request("Request body must be a JSON object");

@@ -107,7 +107,9 @@ TEST_F(NativeInfoTest, AbortRequestEndsARunningStream) {
                                          {"stream", true},
                                          {"sampling_params", {{"max_new_tokens", 90000}}}}));
   });
-  while (engine().submitted().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Not ASSERT: the client thread must be joined; without a submission it times out by itself.
+  EXPECT_TRUE(engine().wait_for_submitted(1, std::chrono::seconds(30)))
+      << "the stream never reached the engine";
   const nlohmann::json aborted = post_json("/abort_request", {{"rid", "long-one"}});
   EXPECT_EQ(aborted["aborted"], 1);
   client.join();

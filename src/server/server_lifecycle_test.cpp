@@ -64,8 +64,11 @@ TEST_F(LifecycleTest, CorsHeadersOnlyWhenEnabled) {
 }
 
 TEST_F(LifecycleTest, StopIsIdempotent) {
+  ASSERT_TRUE(get("/health"));
   stop_server();
-  stop_server();
+  EXPECT_FALSE(get("/health")) << "still answering after stop()";
+  EXPECT_NO_THROW(stop_server());  // returns at once: nothing is left to stop
+  EXPECT_FALSE(get("/health"));
 }
 
 }  // namespace

@@ -102,6 +102,8 @@ void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
   const auto n = static_cast<int64_t>(requests.size());
   runtime::StaticPlanner planner(groups, kv_tokens, requests,
                                  o.prefill_per_step > 0 ? o.prefill_per_step : n);
+  // Past the Worker's communicator setup, a collective: every rank has its model loaded.
+  spdlog::info("eval: all ranks loaded; generating for {} prompts", n);
   run_until_done(worker, planner);
   shut_down_followers(worker);
 

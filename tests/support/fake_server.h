@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,11 @@ class FakeServer {
   }
 
   ~FakeServer() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    stopping_changed_.notify_all();
     server_.stop();
     thread_.join();
   }
@@ -162,7 +168,7 @@ class FakeServer {
     }
     const bool stalled = flushes_ > 0 && config_.stall_after_flush_s > 0.0;
     if (!a.stream) {
-      sleep_s(config_.first_chunk_delay_s + (stalled ? config_.stall_after_flush_s : 0.0));
+      wait_before_first_chunk(stalled);
       res.set_content(whole_response(api, a.max_tokens).dump(), "application/json");
       return;
     }
@@ -185,6 +191,16 @@ class FakeServer {
 
   static void sleep_s(double seconds) {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }
+
+  // A stall ends early when the server is destroyed, so that a test can stall for far longer
+  // than it waits without its end waiting for the stall.
+  void wait_before_first_chunk(bool stalled) const {
+    sleep_s(config_.first_chunk_delay_s);
+    if (!stalled) return;
+    std::unique_lock lock(mutex_);
+    stopping_changed_.wait_for(lock, std::chrono::duration<double>(config_.stall_after_flush_s),
+                               [this] { return stopping_; });
   }
 
   static std::string words(int64_t count) {
@@ -230,7 +246,7 @@ class FakeServer {
   void stream_chunks(Api api, int64_t tokens, bool stalled, httplib::DataSink& sink) const {
     if (api == Api::Chat)
       send(sink, R"({"choices":[{"delta":{"role":"assistant","content":""}}]})");
-    sleep_s(config_.first_chunk_delay_s + (stalled ? config_.stall_after_flush_s : 0.0));
+    wait_before_first_chunk(stalled);
     int64_t sent = 0;
     while (sent < tokens) {
       const int64_t added = sent == 0 ? 1 : std::min(config_.tokens_per_chunk, tokens - sent);
@@ -327,6 +343,8 @@ class FakeServer {
   int port_ = 0;
   std::thread thread_;
   mutable std::mutex mutex_;
+  mutable std::condition_variable stopping_changed_;
+  bool stopping_ = false;
   std::vector<int64_t> tokens_;
   std::vector<std::string> problems_;
   std::atomic<int64_t> flushes_{0};

@@ -131,6 +131,8 @@ ServerProcess::~ServerProcess() {
   for (int i = 0; i < 100 && ended().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  // A server that ignores SIGTERM would hang a real deployment's shutdown, so it fails the test.
+  if (ended().empty()) ADD_FAILURE() << "the server did not exit within 10 s of SIGTERM\n" << log();
   // The group id stays taken until the server is reaped, so this reaches no other process.
   kill(-pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);

@@ -65,8 +65,8 @@ class ServerProcess {
   explicit ServerProcess(const std::string& flags);
   // `wait_seconds`: how long the command may take to listen (a script that builds first).
   explicit ServerProcess(const ServerCommand& command, int wait_seconds = 60);
-  // SIGTERM, up to 10 s to exit, then SIGKILL to whatever is left in its process group (MPI
-  // ranks, in groups of their own, end with their mpirun).
+  // SIGTERM, up to 10 s to exit (else the test fails), then SIGKILL to whatever is left in its
+  // process group (MPI ranks, in groups of their own, end with their mpirun).
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
