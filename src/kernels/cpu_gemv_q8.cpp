@@ -13,6 +13,8 @@
 namespace mlaserve::kernels {
 namespace {
 
+constexpr int64_t kPrefetchBytes = 8192;
+
 // block[r][i] += x row i · decoded weight row r over columns [c, c + count), count <= 32. The
 // same columns of the rows at `next` (the thread's next block) are fetched into L2 meanwhile:
 // an FP8 row of K = 1024 is 1 KB, too short for the hardware prefetcher to ramp up on each new
@@ -76,7 +78,10 @@ MLASERVE_AVX512_BF16 void row_block_q8(const GemvJob& job, const bf16* xb, int64
                                        int64_t row, int64_t rows, const DecodeTable& table) {
   const int64_t k = job.k;
   const uint8_t* w = static_cast<const uint8_t*>(job.w) + row * k;
-  const uint8_t* next = row + 16 <= job.n ? w + 8 * k : w;  // the next 8-row block, if whole
+  // Rows at least kPrefetchBytes ahead (whole 8-row blocks): with short rows (K = 384: 3 KB per
+  // block) the next block is too near to arrive from DRAM in time.
+  const int64_t ahead = std::max<int64_t>(8, (kPrefetchBytes / k + 7) / 8 * 8);
+  const uint8_t* next = row + ahead + 8 <= job.n ? w + ahead * k : w;
   const BlockScales& s = *job.scales;
   for (int64_t i = 0; i < job.m;) {
     const bf16* x = xb + i * k_padded;
