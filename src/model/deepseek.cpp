@@ -80,21 +80,23 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
   };
   resident_bytes_ += embedding_.bytes();  // only rows are read (embed()): nothing to pack
   prepare(lm_head_);
-  for (LayerWeights& L : layers_) {
-    for (kernels::Weight* w : {&L.attn.qkv_a, &L.attn.q_b, &L.attn.kv_b, &L.attn.o}) prepare(*w);
-    for (auto& w : L.attn.uk) prepare(w);
-    for (auto& w : L.attn.uv) prepare(w);
-    std::vector<MlpWeights*> mlps;
-    if (L.dense) mlps.push_back(&*L.dense);
-    if (L.moe) {
-      prepare(L.moe->router);
-      for (auto& e : L.moe->experts) mlps.push_back(&e);
-      if (L.moe->shared) mlps.push_back(&*L.moe->shared);
-    }
-    for (MlpWeights* m : mlps) {
-      prepare(m->gate_up);
-      prepare(m->down);
-    }
+  for (LayerWeights& L : layers_) for_each_weight(L, prepare);
+}
+
+void for_each_weight(LayerWeights& L, const std::function<void(kernels::Weight&)>& fn) {
+  for (kernels::Weight* w : {&L.attn.qkv_a, &L.attn.q_b, &L.attn.kv_b, &L.attn.o}) fn(*w);
+  for (auto& w : L.attn.uk) fn(w);
+  for (auto& w : L.attn.uv) fn(w);
+  std::vector<MlpWeights*> mlps;
+  if (L.dense) mlps.push_back(&*L.dense);
+  if (L.moe) {
+    fn(L.moe->router);
+    for (auto& e : L.moe->experts) mlps.push_back(&e);
+    if (L.moe->shared) mlps.push_back(&*L.moe->shared);
+  }
+  for (MlpWeights* m : mlps) {
+    fn(m->gate_up);
+    fn(m->down);
   }
 }
 

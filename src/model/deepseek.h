@@ -4,6 +4,7 @@
 
 #include <array>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -51,6 +52,9 @@ struct LayerWeights {
   std::optional<MlpWeights> dense;
   std::optional<MoeWeights> moe;
 };
+
+// fn(w) for every kernels::Weight of the layer.
+void for_each_weight(LayerWeights& layer, const std::function<void(kernels::Weight&)>& fn);
 
 // One sequence's part of a forward step: its new tokens follow n_cached tokens already in the
 // KV pool; kv_slots lists the pool slots of all n_cached + n_new tokens in order.

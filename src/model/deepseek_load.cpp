@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/deepseek.h"
+#include "model/load_progress.h"
 #include "model/weight_loader.h"
 
 namespace mlaserve::model {
@@ -113,6 +114,9 @@ void DeepseekModel::load(const std::filesystem::path& dir) {
   const int64_t qk = c.qk_head_dim(), nope = c.qk_nope_head_dim, v = c.v_head_dim;
   const int64_t kv_a_rows = c.kv_lora_rank + c.qk_rope_head_dim;
 
+  // One rank per model instance reports (tp rank 0 of each replica).
+  LoadProgress progress(c.num_hidden_layers, lay.tp_rank == 0);
+  size_t bytes = 0;
   embedding_ = load_owned(loader, lay, {"model.embed_tokens.weight", WeightKind::Embedding, V, H});
   lm_head_ = load_owned(loader, lay,
                         {c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
@@ -171,8 +175,11 @@ void DeepseekModel::load(const std::filesystem::path& dir) {
       }
       L.moe = std::move(m);
     }
+    for_each_weight(L, [&bytes](const Weight& w) { bytes += w.bytes(); });
     layers_.push_back(std::move(L));
+    progress.layer_loaded(i + 1, bytes);
   }
+  progress.done(bytes + embedding_.bytes() + lm_head_.bytes());
 }
 
 }  // namespace mlaserve::model
