@@ -40,5 +40,16 @@ INSTANTIATE_TEST_SUITE_P(
                   "tiny-v3", "--tp 4", "tp=4 dp=1 needs 4 ranks but the job has 3"}),
     [](const auto& info) { return info.param.name; });
 
+// A model that will not fit stops after its first layer with the memory it needs and the memory
+// there is, on every rank of a multi-rank job (MemAvailable faked at 10 kB).
+TEST(LoadMemoryCheck, ModelTooLargeForMemAvailableEndsTheJobWithBothFigures) {
+  TempDir tmp;
+  write_json(tmp / "in.json", {{"prompts", {{{"ids", {1, 2, 3}}}}}});
+  expect_fails_fast("env MLASERVE_TEST_MEM_AVAILABLE_MB=0.01 " + mlaserve_bin() +
+                        " eval --model tests/data/models/tiny-v3 --tp 2 --input " +
+                        (tmp / "in.json").string() + " --output " + (tmp / "out.json").string(),
+                    20, {"out of memory: after 1 of 3 layers", "MemAvailable is 0 MB"});
+}
+
 }  // namespace
 }  // namespace mlaserve::testing

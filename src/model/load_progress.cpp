@@ -5,6 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
 
 namespace mlaserve::model {
 
@@ -18,8 +24,43 @@ double LoadProgress::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+namespace {
+
+// /proc/meminfo's MemAvailable in bytes (what can be allocated without swapping), or -1 when it
+// cannot be read. MLASERVE_TEST_MEM_AVAILABLE_MB stands in for it in tests.
+double mem_available_bytes() {
+  if (const char* fake = std::getenv("MLASERVE_TEST_MEM_AVAILABLE_MB"))
+    return std::atof(fake) * 1e6;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return -1;
+}
+
+}  // namespace
+
+void LoadProgress::check_memory(int64_t layers_done, size_t bytes_so_far) const {
+  const double available = mem_available_bytes();
+  const double needed = static_cast<double>(bytes_so_far) / static_cast<double>(layers_done) *
+                        static_cast<double>(layers_ - layers_done);
+  if (available >= 0 && needed > available) {
+    fail(
+        "out of memory: after {} of {} layers ({:.0f} MB), the other {} need about {:.0f} MB more "
+        "on this rank, but MemAvailable is {:.0f} MB; use more ranks (--tp), --quantization "
+        "fp8/int8, or a host with more memory",
+        layers_done, layers_, static_cast<double>(bytes_so_far) / 1e6, layers_ - layers_done,
+        needed / 1e6, available / 1e6);
+  }
+}
+
 void LoadProgress::layer_loaded(int64_t layers_done, size_t bytes_so_far) {
-  if (!terminal_ || layers_done == 0) return;
+  if (layers_done == 0) return;
+  check_memory(layers_done, bytes_so_far);
+  if (!terminal_) return;
   const double elapsed = seconds(), mb = static_cast<double>(bytes_so_far) / 1e6;
   const double left =
       elapsed * static_cast<double>(layers_ - layers_done) / static_cast<double>(layers_done);
