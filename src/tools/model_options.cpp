@@ -16,14 +16,15 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
                  "(reference precision)")
       ->check(CLI::IsMember({"bfloat16", "bf16", "float32", "fp32"}))
       ->capture_default_str();
-  cmd.add_option("--quantization", quantization,
-                 "How the linear layers inside the model's layers are held in memory: none (in "
-                 "--dtype; an FP8 checkpoint is dequantized), fp8 (e4m3 with 128x128 block "
-                 "scales: an FP8 checkpoint's own, or quantized at load), int8 (symmetric, one "
-                 "scale per output row, quantized at load); auto = fp8 for an FP8 checkpoint, "
-                 "none otherwise. FP8/INT8 halve the bytes a decode step streams. The embedding "
-                 "table is quantized alike; activations and lm_head stay in --dtype, the router "
-                 "in float32")
+  cmd.add_option(
+         "--quantization", quantization,
+         "How the linear layers inside the model's layers are held in memory: none (in "
+         "--dtype; an FP8 checkpoint is dequantized), fp8 (e4m3 with 128x128 block "
+         "scales: an FP8 checkpoint's own, or quantized at load), int8 (symmetric, one "
+         "scale per output row, quantized at load); auto = fp8 for an FP8 checkpoint, "
+         "none otherwise. FP8/INT8 halve the bytes a decode step streams. A dense "
+         "checkpoint's embedding table is quantized alike (an FP8 checkpoint's BF16 "
+         "tensors stay as stored); activations and lm_head stay in --dtype, the router in float32")
       ->check(CLI::IsMember({"auto", "none", "fp8", "int8"}))
       ->capture_default_str();
   cmd.add_option(
