@@ -10,12 +10,10 @@ namespace mlaserve {
 
 namespace {
 
-constexpr float kFp8E4m3Max = 448.0f;
-
 float fp8_row_scale(const float* src, int64_t n) {
   float max_abs = 0.0f;
   for (int64_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(src[i]));
-  return max_abs > 0.0f ? max_abs / kFp8E4m3Max : 1.0f;  // an all-zero row encodes as zeros
+  return symmetric_scale(max_abs, kFp8E4m3Max);
 }
 
 }  // namespace

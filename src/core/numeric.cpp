@@ -21,7 +21,7 @@ uint8_t f32_to_fp8_e4m3(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
   const float a = std::fabs(f);
   if (std::isnan(f)) return sign | 0x7f;
-  if (a >= 448.0f) return sign | 0x7e;  // saturate: e4m3fn has no infinity
+  if (a >= kFp8E4m3Max) return sign | 0x7e;  // saturate: e4m3fn has no infinity
   if (a < 0.015625f) {
     // Below the smallest normal 2^-6 the codes are multiples of 2^-9 (code = m; m = 8 is the
     // smallest normal's code); nearbyint rounds half to even, and a·2^9 is exact.

@@ -25,10 +25,17 @@ inline bf16 f32_to_bf16(float f) {
 }
 
 // float8 e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, 0x7f/0xff are NaN.
+constexpr float kFp8E4m3Max = 448.0f;  // largest finite value
 float fp8_e4m3_to_f32(uint8_t v);
 
 // Nearest e4m3fn value (round to nearest even, saturating at +-448; NaN stays NaN). Used by
 // make-model and by FP8 quantization at load.
 uint8_t f32_to_fp8_e4m3(float f);
+
+// The scale of symmetric quantization that maps max_abs onto max_code (e.g. kFp8E4m3Max, 127);
+// 1 when max_abs is 0, whose values then all encode as zero.
+inline float symmetric_scale(float max_abs, float max_code) {
+  return max_abs > 0.0f ? max_abs / max_code : 1.0f;
+}
 
 }  // namespace mlaserve

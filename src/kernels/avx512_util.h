@@ -35,6 +35,11 @@ MLASERVE_AVX512 inline void keep_in_register(__m512& v) {
   asm("" : "+v"(v));
 }
 
+// 16 bf16 values (their bits) as float32: a bf16 is the high half of its float32.
+MLASERVE_AVX512 inline __m512 bf16_to_f32x16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
 // Sum of the 16 lanes. (g++ 12's _mm512_reduce_add_ps trips -Wmaybe-uninitialized.)
 MLASERVE_AVX512 inline float hsum(__m512 v) {
   const __m512 halves = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));

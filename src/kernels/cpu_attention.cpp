@@ -20,6 +20,7 @@
 #include "kernels/flash_block.h"
 #include "kernels/ops.h"
 #include "kernels/parallel.h"
+#include "kernels/q8_decode.h"
 #include "kernels/reference.h"
 
 namespace mlaserve::kernels {
@@ -73,31 +74,24 @@ void attend_range(const FlashQueries& queries, int64_t begin, int64_t end, KvRow
 MLASERVE_AVX512 void decode_bf16_row(const bf16* src, int64_t n, float* dst) {
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 lanes = first_lanes16(n - c);
-    const __m512i bits = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, src + c));
-    _mm512_mask_storeu_ps(dst + c, lanes, _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
+    _mm512_mask_storeu_ps(dst + c, lanes, bf16_to_f32x16(_mm256_maskz_loadu_epi16(lanes, src + c)));
   }
 }
 
 // dst[0, n) = e4m3fn codes src times the row's scale, the same floats as fp8_e4m3_to_f32(code)
-// * scale. A normal code's exponent and mantissa bits move into float32's fields and the
-// exponent is rebiased from 7 to 127; a subnormal one (exponent 0) is mantissa · 2^-9.
+// * scale: the weights' exact code decode (q8_decode.h), widened, then scaled.
 MLASERVE_AVX512 void decode_fp8_row(const uint8_t* src, int64_t n, float scale, float* dst) {
+  const DecodeTable& table = decode_table(WeightType::FP8);
   const __m512 scale_v = _mm512_set1_ps(scale);
-  const __m512i magnitude_bits = _mm512_set1_epi32(0x7f), sign_bit = _mm512_set1_epi32(0x80);
-  for (int64_t c = 0; c < n; c += 16) {
-    const __mmask16 lanes = first_lanes16(n - c);
-    const __m512i code = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, src + c));
-    const __m512i magnitude = _mm512_and_si512(code, magnitude_bits);
-    const __m512 normal = _mm512_castsi512_ps(
-        _mm512_add_epi32(_mm512_slli_epi32(magnitude, 20), _mm512_set1_epi32((127 - 7) << 23)));
-    const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(magnitude), _mm512_set1_ps(0x1p-9f));
-    __m512 value = _mm512_mask_blend_ps(_mm512_cmpge_epi32_mask(magnitude, _mm512_set1_epi32(8)),
-                                        subnormal, normal);
-    value = _mm512_mask_mov_ps(value, _mm512_cmpeq_epi32_mask(magnitude, magnitude_bits),
-                               _mm512_set1_ps(NAN));
-    value = _mm512_or_ps(
-        value, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(code, sign_bit), 24)));
-    _mm512_mask_storeu_ps(dst + c, lanes, _mm512_mul_ps(value, scale_v));
+  for (int64_t c = 0; c < n; c += 32) {
+    const __m512i v = decode_codes(load_codes(src + c, std::min<int64_t>(32, n - c)), table);
+    _mm512_mask_storeu_ps(dst + c, first_lanes16(n - c),
+                          _mm512_mul_ps(bf16_to_f32x16(_mm512_castsi512_si256(v)), scale_v));
+    if (c + 16 < n) {
+      _mm512_mask_storeu_ps(
+          dst + c + 16, first_lanes16(n - c - 16),
+          _mm512_mul_ps(bf16_to_f32x16(_mm512_extracti64x4_epi64(v, 1)), scale_v));
+    }
   }
 }
 

@@ -36,8 +36,7 @@ dnnl::engine& cpu_engine() {
 // The matmul's data type: the weight's own for F32/BF16; for FP8/INT8 the type their
 // dequantized panels take (their activations').
 memory::data_type data_type(const Weight& w) {
-  const WeightType type = w.quantized() ? w.activations() : w.type();
-  return type == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
+  return w.activations() == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
 }
 
 const void* weight_data(const Weight& w) {
@@ -150,8 +149,8 @@ void dnnl_matmul_quantized(const float* x, int64_t m, const Weight& w, float* y)
 }  // namespace
 
 bool dnnl_supports(const Weight& w) {
-  const WeightType type = w.quantized() ? w.activations() : w.type();
-  return !reference_kernels_forced() && (type == WeightType::F32 || cpu_has_avx512_bf16());
+  return !reference_kernels_forced() &&
+         (w.activations() == WeightType::F32 || cpu_has_avx512_bf16());
 }
 
 std::shared_ptr<void> dnnl_pack(const Weight& w) {

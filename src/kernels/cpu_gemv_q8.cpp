@@ -121,11 +121,8 @@ MLASERVE_AVX512_BF16 void dequantize_segment(const uint8_t* codes, int64_t count
   for (int64_t c = 0; c < count; c += 32) {
     const int64_t n = std::min<int64_t>(32, count - c);
     const __m512i v = decode_codes(load_codes(codes + c, n), table);
-    // bf16 → f32 is a 16-bit shift of each half.
-    const __m512 lo = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
-    const __m512 hi = _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+    const __m512 lo = bf16_to_f32x16(_mm512_castsi512_si256(v));
+    const __m512 hi = bf16_to_f32x16(_mm512_extracti64x4_epi64(v, 1));
     const __m512bh scaled = _mm512_cvtne2ps_pbh(_mm512_mul_ps(hi, s), _mm512_mul_ps(lo, s));
     _mm512_mask_storeu_epi16(out + c, first_lanes32(n), (__m512i)scaled);
   }
@@ -147,33 +144,41 @@ void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t 
   }
 }
 
-void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out) {
-  const DecodeTable& table = decode_table(w.type());
+namespace {
+
+// segment(codes, count, scale, out) for every scale block of rows [first, last) of w, out
+// pointing at the block's place in its row of `out` (rows w.cols() apart).
+template <typename T, typename Segment>
+void for_each_segment(const Weight& w, int64_t first, int64_t last, T* out, Segment segment) {
   const BlockScales& s = w.scales();
   for (int64_t r = first; r < last; ++r) {
     const uint8_t* codes = w.codes() + r * w.cols();
-    bf16* row = out + (r - first) * w.cols();
+    T* row = out + (r - first) * w.cols();
     for (int64_t j = 0; j < s.col_blocks; ++j) {
       const int64_t begin = s.block_begin(j), end = s.block_end(j, w.cols());
-      dequantize_segment(codes + begin, end - begin, s.row_scales(r)[j], table, row + begin);
+      segment(codes + begin, end - begin, s.row_scales(r)[j], row + begin);
     }
   }
+}
+
+}  // namespace
+
+void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out) {
+  const DecodeTable& table = decode_table(w.type());
+  for_each_segment(w, first, last, out,
+                   [&table](const uint8_t* codes, int64_t count, float scale, bf16* o) {
+                     dequantize_segment(codes, count, scale, table, o);
+                   });
 }
 
 void dequantize_rows_f32(const Weight& w, int64_t first, int64_t last, float* out) {
   std::array<float, 256> values;
   for (int code = 0; code < 256; ++code)
     values[static_cast<size_t>(code)] = code_value(w.type(), static_cast<uint8_t>(code));
-  const BlockScales& s = w.scales();
-  for (int64_t r = first; r < last; ++r) {
-    const uint8_t* codes = w.codes() + r * w.cols();
-    float* row = out + (r - first) * w.cols();
-    for (int64_t j = 0; j < s.col_blocks; ++j) {
-      const float scale = s.row_scales(r)[j];
-      for (int64_t c = s.block_begin(j); c < s.block_end(j, w.cols()); ++c)
-        row[c] = values[codes[c]] * scale;
-    }
-  }
+  for_each_segment(w, first, last, out,
+                   [&values](const uint8_t* codes, int64_t count, float scale, float* o) {
+                     for (int64_t c = 0; c < count; ++c) o[c] = values[codes[c]] * scale;
+                   });
 }
 
 }  // namespace mlaserve::kernels

@@ -23,7 +23,7 @@ constexpr int64_t kMaxGemvRows = 8;
 
 // Whether x is used as bf16 with this weight (BF16, or FP8/INT8 with bf16 activations).
 bool rounds_x(const Weight& w) {
-  return w.type() == WeightType::BF16 || (w.quantized() && w.activations() == WeightType::BF16);
+  return w.activations() == WeightType::BF16;
 }
 
 // FP8/INT8 weights with float32 activations (exactness checks) take the dequantizing GEMM path

@@ -61,6 +61,8 @@ class Weight {
 
   WeightType type() const { return type_; }
   bool quantized() const { return type_ == WeightType::FP8 || type_ == WeightType::INT8; }
+  // The precision products are formed in: x rounded to bf16 (BF16) or exact (F32). A F32/BF16
+  // weight's own type; an FP8/INT8 weight's `activations`.
   WeightType activations() const { return activations_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -84,7 +86,7 @@ class Weight {
 
  private:
   WeightType type_ = WeightType::F32;
-  WeightType activations_ = WeightType::BF16;
+  WeightType activations_ = WeightType::F32;
   int64_t rows_ = 0, cols_ = 0;
   std::vector<float> f32_;
   std::vector<bf16> b16_;

@@ -24,7 +24,10 @@ float code_value(WeightType type, uint8_t code) {
 }
 
 Weight::Weight(WeightType type, int64_t rows, int64_t cols, WeightType activations)
-    : type_(type), activations_(activations), rows_(rows), cols_(cols) {
+    : type_(type),
+      activations_(type == WeightType::F32 || type == WeightType::BF16 ? type : activations),
+      rows_(rows),
+      cols_(cols) {
   if (rows < 0 || cols < 0) fail("weight shape [{}, {}] is negative", rows, cols);
   if (activations != WeightType::F32 && activations != WeightType::BF16)
     fail("internal: activations of a weight must be float32 or bfloat16");

@@ -64,12 +64,6 @@ float scale_at(const TensorInfo& scale, int64_t block_row, int64_t block_col) {
   return v;
 }
 
-// The scale that maps a block's largest magnitude onto the format's largest code; 1 for an
-// all-zero block (any scale then stores zeros).
-float scale_for(float largest, float largest_code) {
-  return largest > 0.0f ? largest / largest_code : 1.0f;
-}
-
 // Symmetric int8 in sign-magnitude (kernels::WeightType::INT8): bit 7 the sign, bits 0-6 |q|.
 uint8_t int8_code(float v, float scale) {
   const float q = std::min(127.0f, std::nearbyint(std::fabs(v) / scale));
@@ -173,6 +167,7 @@ void WeightLoader::copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight
     fail("internal: '{}' stacks blocks that start at different columns", t.name);
   }
   const bool stored_fp8 = t.type == StorageType::F8_E4M3;
+  const TensorInfo* stored_scales = stored_fp8 ? &block_scales(t) : nullptr;
   const int64_t first_block_row = b.row_begin / kBlock, first_block_col = b.col_begin / kBlock;
   const int64_t last_block_row = (b.row_begin + b.rows - 1) / kBlock;
   const auto base = static_cast<int32_t>(s.scales.size() / static_cast<size_t>(s.col_blocks));
@@ -180,8 +175,8 @@ void WeightLoader::copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight
   for (int64_t br = first_block_row; br <= last_block_row; ++br) {
     for (int64_t j = 0; j < s.col_blocks; ++j) {
       const int64_t bc = first_block_col + j;
-      s.scales.push_back(stored_fp8 ? scale_at(block_scales(t), br, bc)
-                                    : scale_for(block_max(t, br, bc), 448.0f));
+      s.scales.push_back(stored_fp8 ? scale_at(*stored_scales, br, bc)
+                                    : symmetric_scale(block_max(t, br, bc), kFp8E4m3Max));
     }
   }
   for (int64_t r = 0; r < b.rows; ++r) {
@@ -231,7 +226,7 @@ void WeightLoader::copy_int8(const TensorInfo& t, const Block& b, kernels::Weigh
     read_row(t, b.row_begin + r, 0, cols, row.data());
     float largest = 0.0f;
     for (float v : row) largest = std::max(largest, std::fabs(v));
-    const float scale = scale_for(largest, 127.0f);
+    const float scale = symmetric_scale(largest, 127.0f);
     s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(s.scales.size());
     s.scales.push_back(scale);
     uint8_t* codes = dst.codes() + out_row * dst.cols();
