@@ -39,12 +39,6 @@ const char* flop_kind_name(FlopKind kind) {
   return names[static_cast<size_t>(kind)];
 }
 
-WeightFormat resolve_weight_format(WeightFormat format, const ModelConfig& cfg) {
-  if (format.quantization == Quantization::Auto)
-    format.quantization = cfg.fp8_block_quantized ? Quantization::Fp8 : Quantization::None;
-  return format;
-}
-
 std::string DeepseekModel::weight_format_description() const {
   const char* dtype = kernels::weight_type_name(format_.dtype);
   switch (format_.quantization) {
@@ -68,7 +62,7 @@ std::string DeepseekModel::weight_format_description() const {
 DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat format,
                              const RankLayout& layout)
     : cfg_(ModelConfig::load(dir)),
-      format_(resolve_weight_format(format, cfg_)),
+      format_(resolve_weight_format(format, cfg_.fp8_block_quantized)),
       layout_(layout),
       heads_(owned_range(layout, WeightKind::QB, cfg_.num_attention_heads)),
       embedding_rows_(owned_range(layout, WeightKind::Embedding, cfg_.vocab_size)),
@@ -76,8 +70,10 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
   load(dir);
   auto prepare = [this](kernels::Weight& w) {
     kernels::prepare(w);
+    value_bytes_ += w.bytes();
     resident_bytes_ += w.bytes() + w.packed_bytes;
   };
+  value_bytes_ += embedding_.bytes();
   resident_bytes_ += embedding_.bytes();  // only rows are read (embed()): nothing to pack
   prepare(lm_head_);
   for (LayerWeights& L : layers_) for_each_weight(L, prepare);

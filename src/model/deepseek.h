@@ -99,9 +99,6 @@ struct StepBuffers {
 enum class FlopKind { QkvA, QB, KvB, Absorb, Attention, O, Router, Mlp, Experts, LmHead, Count };
 const char* flop_kind_name(FlopKind kind);
 
-// format with quantization Auto made the checkpoint's: fp8 for an FP8 checkpoint, else none.
-WeightFormat resolve_weight_format(WeightFormat format, const ModelConfig& cfg);
-
 class DeepseekModel {
  public:
   // format.quantization Auto becomes the checkpoint's: fp8 for an FP8 checkpoint, else none.
@@ -111,6 +108,8 @@ class DeepseekModel {
   const ModelConfig& config() const { return cfg_; }
   const RankLayout& layout() const { return layout_; }
   int64_t local_heads() const { return heads_.size(); }
+  // Weights in memory: their values (scales included), and with the kernels' packed copies.
+  size_t weight_value_bytes() const { return value_bytes_; }
   size_t resident_weight_bytes() const { return resident_bytes_; }
   const WeightFormat& weight_format() const { return format_; }  // quantization resolved
   // E.g. "fp8 linear layers (128x128 blocks), bfloat16 activations and other weights".
@@ -148,7 +147,7 @@ class DeepseekModel {
   std::vector<LayerWeights> layers_;
   std::vector<float> final_norm_;  // [H]
   kernels::Weight lm_head_;        // [vocab_local, H]
-  size_t resident_bytes_ = 0;
+  size_t value_bytes_ = 0, resident_bytes_ = 0;
   std::array<double, static_cast<size_t>(FlopKind::Count)> flops_{};
   StepBuffers buf_;
 };

@@ -14,45 +14,10 @@ namespace {
 
 using kernels::Weight;
 
-// One checkpoint tensor as the table sees it: [rows, cols] split in units of unit_size rows or
-// columns (a head's rows, one vocabulary row, one intermediate column).
-struct SplitTensor {
-  std::string name;
-  WeightKind kind;
-  int64_t rows, cols, unit_size = 1;
-};
-
-// The block of t that this rank holds under t.kind's rule.
-Block owned_block(const RankLayout& layout, const SplitTensor& t) {
-  switch (shard_rule(t.kind, layout).dim) {
-    case SplitDim::Rows: {
-      const Range u = owned_range(layout, t.kind, t.rows / t.unit_size);
-      return {u.begin * t.unit_size, u.size() * t.unit_size, 0, t.cols};
-    }
-    case SplitDim::Cols: {
-      const Range u = owned_range(layout, t.kind, t.cols / t.unit_size);
-      return {0, t.rows, u.begin * t.unit_size, u.size() * t.unit_size};
-    }
-    case SplitDim::None:
-    case SplitDim::Experts:  // the expert list is split, each expert's tensors are whole
-      break;
-  }
-  return {0, t.rows, 0, t.cols};
-}
-
 // Copies this rank's block of t into dst from row dst_row (fused weights stack several).
 void copy_owned(const WeightLoader& loader, const RankLayout& layout, const SplitTensor& t,
                 Weight& dst, int64_t dst_row) {
   loader.copy_block(t.name, t.rows, t.cols, owned_block(layout, t), dst, dst_row);
-}
-
-// Every linear layer inside the layers may be quantized, and the embedding table (a token's row
-// is dequantized once per step: no compute cost, and on the bench model it is 14 % of the bf16
-// bytes; brown-tiny's validation NLL moved by under 0.01 % with it). lm_head stays in the compute
-// dtype, as in DeepSeek-V3's FP8 release: its error would reach every logit directly. (An FP8
-// checkpoint's own BF16 tensors, its embedding among them, stay as stored: WeightLoader.)
-bool quantizable(WeightKind kind) {
-  return kind != WeightKind::LmHead;
 }
 
 // This rank's block of t as a new weight.

@@ -74,4 +74,21 @@ Range owned_range(const RankLayout& layout, WeightKind kind, int64_t units) {
   return shard_range(units, pos.rank, pos.size);
 }
 
+Block owned_block(const RankLayout& layout, const SplitTensor& t) {
+  switch (shard_rule(t.kind, layout).dim) {
+    case SplitDim::Rows: {
+      const Range u = owned_range(layout, t.kind, t.rows / t.unit_size);
+      return {u.begin * t.unit_size, u.size() * t.unit_size, 0, t.cols};
+    }
+    case SplitDim::Cols: {
+      const Range u = owned_range(layout, t.kind, t.cols / t.unit_size);
+      return {0, t.rows, u.begin * t.unit_size, u.size() * t.unit_size};
+    }
+    case SplitDim::None:
+    case SplitDim::Experts:
+      break;
+  }
+  return {0, t.rows, 0, t.cols};
+}
+
 }  // namespace mlaserve::model

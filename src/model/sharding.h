@@ -78,4 +78,21 @@ Range shard_range(int64_t units, int rank, int size);
 // rule does not split it, else its block within the rule's group.
 Range owned_range(const RankLayout& layout, WeightKind kind, int64_t units);
 
+// A rectangular block of a [rows, cols] tensor.
+struct Block {
+  int64_t row_begin, rows, col_begin, cols;
+};
+
+// One checkpoint tensor as the table sees it: [rows, cols] split in units of unit_size rows or
+// columns (a head's rows, one vocabulary row, one intermediate column).
+struct SplitTensor {
+  std::string name;
+  WeightKind kind;
+  int64_t rows, cols, unit_size = 1;
+};
+
+// The block of t that this rank holds under t.kind's rule (the whole tensor when the rule
+// splits the expert list or nothing).
+Block owned_block(const RankLayout& layout, const SplitTensor& t);
+
 }  // namespace mlaserve::model

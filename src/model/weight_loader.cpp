@@ -97,14 +97,37 @@ void WeightLoader::read_row(const TensorInfo& t, int64_t row, int64_t col_begin,
   }
 }
 
+WeightFormat resolve_weight_format(WeightFormat format, bool fp8_checkpoint) {
+  if (format.quantization == Quantization::Auto)
+    format.quantization = fp8_checkpoint ? Quantization::Fp8 : Quantization::None;
+  return format;
+}
+
+kernels::WeightType held_type(kernels::WeightType dtype, Quantization quantization,
+                              bool quantizable, bool fp8_checkpoint, bool stored_fp8) {
+  if (!quantizable || (fp8_checkpoint && !stored_fp8)) return dtype;
+  switch (quantization) {
+    case Quantization::Fp8:
+      return kernels::WeightType::FP8;
+    case Quantization::Int8:
+      return kernels::WeightType::INT8;
+    case Quantization::Auto:
+    case Quantization::None:
+      break;
+  }
+  return dtype;
+}
+
+bool quantizable(WeightKind kind) {
+  return kind != WeightKind::LmHead;
+}
+
 kernels::Weight WeightLoader::new_weight(const std::string& name, int64_t rows, int64_t cols,
                                          bool quantizable) const {
-  if (fp8_checkpoint_ && checkpoint_.get(name).type != StorageType::F8_E4M3) quantizable = false;
-  if (quantizable && quantization_ == Quantization::Fp8)
-    return kernels::Weight(kernels::WeightType::FP8, rows, cols, dtype_);
-  if (quantizable && quantization_ == Quantization::Int8)
-    return kernels::Weight(kernels::WeightType::INT8, rows, cols, dtype_);
-  return kernels::Weight(dtype_, rows, cols);
+  const bool stored_fp8 = checkpoint_.get(name).type == StorageType::F8_E4M3;
+  const kernels::WeightType type =
+      held_type(dtype_, quantization_, quantizable, fp8_checkpoint_, stored_fp8);
+  return kernels::Weight(type, rows, cols, dtype_);
 }
 
 void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t cols, const Block& b,

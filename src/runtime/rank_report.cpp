@@ -29,6 +29,7 @@ nlohmann::json rank_report(Worker& worker) {
           {"group", t.group()},
           {"attn_tp_rank", t.layout.attn_tp_rank},
           {"threads", kernels::parallel_threads()},
+          {"weight_value_bytes", worker.model().weight_value_bytes()},
           {"resident_weight_bytes", worker.model().resident_weight_bytes()},
           {"peak_rss_bytes", peak_rss_bytes()},
           {"kv_capacity_tokens", worker.kv_capacity_tokens()},

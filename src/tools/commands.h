@@ -12,5 +12,6 @@ void add_bench_one_batch(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_tokenizer_commands(CLI::App& app);
 void add_bench_serving(CLI::App& app);
+void add_plan(CLI::App& app);
 
 }  // namespace mlaserve::tools

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   mlaserve::tools::add_bench_one_batch(app);
   mlaserve::tools::add_tokenizer_commands(app);
   mlaserve::tools::add_bench_serving(app);
+  mlaserve::tools::add_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,7 +4,7 @@
 
 namespace mlaserve::tools {
 
-void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
+void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
   auto* model =
       cmd.add_option("--model", model_dir,
                      model_required ? "HF model directory (config.json + *.safetensors)"
@@ -27,14 +27,16 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
          "tensors stay as stored); activations and lm_head stay in --dtype, the router in float32")
       ->check(CLI::IsMember({"auto", "none", "fp8", "int8"}))
       ->capture_default_str();
-  cmd.add_option(
-         "--kernels", kernels,
-         "fast (AVX-512 / oneDNN) or reference (the plain scalar kernels, to check the fast path "
-         "end to end; slow)")
-      ->check(CLI::IsMember({"fast", "reference"}))
-      ->each(
-          [](const std::string& choice) { kernels::use_reference_kernels(choice == "reference"); })
-      ->capture_default_str();
+  if (runs_model) {
+    cmd.add_option("--kernels", kernels,
+                   "fast (AVX-512 / oneDNN) or reference (the plain scalar kernels, to check the "
+                   "fast path end to end; slow)")
+        ->check(CLI::IsMember({"fast", "reference"}))
+        ->each([](const std::string& choice) {
+          kernels::use_reference_kernels(choice == "reference");
+        })
+        ->capture_default_str();
+  }
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "How the latent KV cache stores its rows: bfloat16 (half the memory of float32, "
                  "so twice the tokens), float32, fp8_e4m3 (a quarter, with one float32 scale "

@@ -16,7 +16,8 @@ struct ModelOptions {
   std::string quantization = "auto";
   std::string kv_cache_dtype = "auto";
 
-  void add_to(CLI::App& cmd, bool model_required = true);
+  // runs_model false: a command that only reads the config (plan) has no --kernels.
+  void add_to(CLI::App& cmd, bool model_required = true, bool runs_model = true);
   // The formats for --dtype and --quantization. (--kernels takes effect while the flags are
   // parsed.)
   model::WeightFormat weight_format() const;

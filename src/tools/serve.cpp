@@ -91,7 +91,8 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
               {"dtype", o.model.dtype},
               {"quantization",
                model::quantization_name(
-                   model::resolve_weight_format(o.model.weight_format(), cfg).quantization)},
+                   model::resolve_weight_format(o.model.weight_format(), cfg.fp8_block_quantized)
+                       .quantization)},
               {"kv_cache_dtype", std::string(kv_dtype_name(o.model.kv_dtype()))},
               {"kv_bytes_per_token", kv.bytes_per_token},
               {"kv_tokens_per_rank", e.kv_tokens_per_group},

@@ -1,0 +1,159 @@
+#include "model/footprint.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace mlaserve::model {
+
+namespace {
+
+using kernels::WeightType;
+
+constexpr int64_t kFp8Block = 128;  // the loader's FP8 block edge (weight_block_size)
+
+// Bytes of one weight that stacks the owned blocks of several tensors (gate|up, q_a|kv_a), held
+// as `type`: what kernels::Weight::bytes() counts once WeightLoader has filled it. FP8 keeps one
+// scale per checkpoint block a part's rows touch, per column block of the shard (whose first
+// block may start inside a 128-block); INT8 one per row; both an int32 block index per row.
+int64_t held_bytes(WeightType type, const std::vector<Block>& parts) {
+  int64_t rows = 0;
+  for (const Block& b : parts) rows += b.rows;
+  const int64_t cols = parts.front().cols, values = rows * cols;
+  switch (type) {
+    case WeightType::F32:
+      return values * 4;
+    case WeightType::BF16:
+      return values * 2;
+    case WeightType::INT8:
+      return values + rows * (4 + 4);
+    case WeightType::FP8:
+      break;
+  }
+  int64_t scales = 0;
+  for (const Block& b : parts) {
+    if (b.rows == 0) continue;
+    const int64_t block_rows = (b.row_begin + b.rows - 1) / kFp8Block - b.row_begin / kFp8Block + 1;
+    const int64_t col_blocks = (b.cols + b.col_begin % kFp8Block + kFp8Block - 1) / kFp8Block;
+    scales += block_rows * col_blocks;
+  }
+  return values + rows * 4 + scales * 4;
+}
+
+// Walks the model's weights in the loader's order and adds up their held bytes.
+class Walker {
+ public:
+  Walker(const ModelConfig& cfg, const RankLayout& layout, const WeightFormat& format,
+         const StoredFp8& stored_fp8)
+      : cfg_(cfg), layout_(layout), format_(format), stored_fp8_(stored_fp8) {}
+
+  // A weight stacking the owned blocks of `parts`, typed by the first part's storage.
+  int64_t stacked(const std::vector<SplitTensor>& parts, bool packs = true) {
+    std::vector<Block> blocks;
+    for (const SplitTensor& t : parts) blocks.push_back(owned_block(layout_, t));
+    const SplitTensor& first = parts.front();
+    const bool fp8_stored = cfg_.fp8_block_quantized && stored_fp8_(first.name);
+    const WeightType type = held_type(format_.dtype, format_.quantization, quantizable(first.kind),
+                                      cfg_.fp8_block_quantized, fp8_stored);
+    const int64_t bytes = held_bytes(type, blocks);
+    if (packs && (type == WeightType::F32 || type == WeightType::BF16)) packed_ += bytes;
+    return bytes;
+  }
+  int64_t one(const SplitTensor& t, bool packs = true) { return stacked({t}, packs); }
+
+  // gate_proj and up_proj stacked, then down_proj.
+  int64_t mlp(const std::string& prefix, int64_t inter, WeightKind gate_up, WeightKind down) {
+    const int64_t H = cfg_.hidden_size;
+    return stacked({{prefix + "gate_proj.weight", gate_up, inter, H},
+                    {prefix + "up_proj.weight", gate_up, inter, H}}) +
+           one({prefix + "down_proj.weight", down, H, inter});
+  }
+
+  // A float32/bf16 matrix created by the loader itself (the router, W_UK / W_UV).
+  int64_t dense(WeightType type, int64_t values) {
+    const int64_t bytes = values * (type == WeightType::F32 ? 4 : 2);
+    packed_ += bytes;
+    return bytes;
+  }
+
+  void attention(int64_t layer, RankWeights& w) {
+    const ModelConfig& c = cfg_;
+    const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
+    const int64_t H = c.hidden_size, heads = c.num_attention_heads, qk = c.qk_head_dim();
+    const int64_t nope = c.qk_nope_head_dim, v = c.v_head_dim;
+    const SplitTensor kv_a{p + "kv_a_proj_with_mqa.weight", WeightKind::QkvA,
+                           c.kv_lora_rank + c.qk_rope_head_dim, H};
+    if (c.q_lora_rank > 0) {
+      // The loader types the fused weight by kv_a's storage.
+      w.attention += stacked({kv_a, {p + "q_a_proj.weight", WeightKind::QkvA, c.q_lora_rank, H}});
+      w.attention += one({p + "q_b_proj.weight", WeightKind::QB, heads * qk, c.q_lora_rank, qk});
+    } else {
+      w.attention += one(kv_a);
+      w.attention += one({p + "q_proj.weight", WeightKind::QB, heads * qk, H, qk});
+    }
+    const int64_t kv_b = one(
+        {p + "kv_b_proj.weight", WeightKind::KvB, heads * (nope + v), c.kv_lora_rank, nope + v});
+    w.kv_b += kv_b;
+    w.attention += kv_b;
+    const int64_t local_heads = owned_range(layout_, WeightKind::QB, heads).size();
+    const int64_t absorbed = dense(format_.dtype, local_heads * c.kv_lora_rank * (nope + v));
+    w.absorbed += absorbed;
+    w.attention += absorbed;
+    w.attention += one({p + "o_proj.weight", WeightKind::O, H, heads * v, v});
+  }
+
+  void moe(int64_t layer, RankWeights& w) {
+    const ModelConfig& c = cfg_;
+    const std::string p = fmt::format("model.layers.{}.mlp.", layer);
+    w.router += dense(WeightType::F32, c.n_routed_experts * c.hidden_size);
+    const Range experts = owned_range(layout_, WeightKind::RoutedExperts, c.n_routed_experts);
+    ++w.moe_layers;
+    w.experts_held = experts.size();
+    for (int64_t e = experts.begin; e < experts.end; ++e) {
+      w.expert_bytes = mlp(fmt::format("{}experts.{}.", p, e), c.moe_intermediate_size,
+                           WeightKind::ExpertGateUp, WeightKind::ExpertDown);
+    }
+    if (c.n_shared_experts > 0) {
+      w.shared_experts += mlp(p + "shared_experts.", c.moe_intermediate_size * c.n_shared_experts,
+                              WeightKind::MlpGateUp, WeightKind::MlpDown);
+    }
+  }
+
+  int64_t packed() const { return packed_; }
+
+ private:
+  const ModelConfig& cfg_;
+  const RankLayout& layout_;
+  const WeightFormat& format_;
+  const StoredFp8& stored_fp8_;
+  int64_t packed_ = 0;
+};
+
+}  // namespace
+
+bool stored_fp8_by_convention(const std::string& name) {
+  return name.rfind("model.layers.", 0) == 0 && name.find(".mlp.gate.") == std::string::npos;
+}
+
+RankWeights rank_weights(const ModelConfig& cfg, const RankLayout& layout,
+                         const WeightFormat& format, const StoredFp8& stored_fp8) {
+  Walker walk(cfg, layout, format, stored_fp8);
+  const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
+  RankWeights w;
+  w.embedding = walk.one({"model.embed_tokens.weight", WeightKind::Embedding, V, H}, false);
+  w.lm_head = walk.one({cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                        WeightKind::LmHead, V, H});
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    walk.attention(i, w);
+    if (cfg.is_moe_layer(i)) {
+      walk.moe(i, w);
+    } else {
+      w.dense_mlp += walk.mlp(fmt::format("model.layers.{}.mlp.", i), cfg.intermediate_size,
+                              WeightKind::MlpGateUp, WeightKind::MlpDown);
+    }
+  }
+  w.packed = walk.packed();
+  return w;
+}
+
+}  // namespace mlaserve::model

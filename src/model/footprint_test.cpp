@@ -1,0 +1,130 @@
+// The footprint computed from config.json against the loader's own count of what it holds, for
+// every rank of several layouts and every weight format: exact for the values, and the packed
+// copies' estimate within the block padding.
+#include "model/footprint.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "model/deepseek.h"
+#include "model/random_model.h"
+
+namespace mlaserve::model {
+namespace {
+
+using kernels::WeightType;
+
+struct LayoutCase {
+  int tp, dp;
+  bool ep;
+};
+
+// Every rank of tp ranks in dp attention groups (DP-major, as parallel/topology numbers them).
+std::vector<RankLayout> ranks_of(const LayoutCase& c) {
+  std::vector<RankLayout> ranks;
+  for (int r = 0; r < c.tp; ++r) {
+    RankLayout l;
+    l.tp_size = c.tp, l.tp_rank = r, l.dp_size = c.dp;
+    l.attn_tp_size = c.tp / c.dp, l.dp_rank = r / l.attn_tp_size;
+    l.attn_tp_rank = r % l.attn_tp_size, l.ep_moe = c.ep;
+    ranks.push_back(l);
+  }
+  return ranks;
+}
+
+StoredFp8 stored_fp8_of(const std::filesystem::path& dir) {
+  auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open(dir));
+  return [ckpt](const std::string& name) { return ckpt->get(name).type == StorageType::F8_E4M3; };
+}
+
+// The values must match exactly. The resident bytes add oneDNN's packed copies, which the
+// footprint estimates at the values' size: oneDNN pads each matrix to its register blocks (64
+// columns, ...), which on these tiny shards (16 columns of an expert at tp 2) adds up to a third,
+// on real shapes under 1 %. The loose bound still catches copies left uncounted or counted twice;
+// shapes of no power of two (check_resident false) pad by up to half.
+void expect_footprint_matches_loader(const std::filesystem::path& dir, bool check_resident) {
+  constexpr double kResidentTolerance = 0.35;
+  const ModelConfig cfg = ModelConfig::load(dir);
+  const StoredFp8 stored = stored_fp8_of(dir);
+  const std::vector<WeightFormat> formats = {{WeightType::F32, Quantization::None},
+                                             {WeightType::BF16, Quantization::None},
+                                             {WeightType::BF16, Quantization::Fp8},
+                                             {WeightType::F32, Quantization::Int8},
+                                             {WeightType::BF16, Quantization::Auto}};
+  for (const LayoutCase& layout : {LayoutCase{1, 1, false}, LayoutCase{2, 1, false},
+                                   LayoutCase{4, 2, false}, LayoutCase{4, 2, true}}) {
+    for (const WeightFormat& requested : formats) {
+      const WeightFormat format = resolve_weight_format(requested, cfg.fp8_block_quantized);
+      for (const RankLayout& rank : ranks_of(layout)) {
+        SCOPED_TRACE(fmt::format("{} tp {} dp {} ep {} rank {} dtype {} quantization {}",
+                                 dir.string(), layout.tp, layout.dp, layout.ep, rank.tp_rank,
+                                 kernels::weight_type_name(format.dtype),
+                                 quantization_name(format.quantization)));
+        const DeepseekModel model(dir, requested, rank);
+        const RankWeights w = rank_weights(cfg, rank, format, stored);
+        EXPECT_EQ(static_cast<int64_t>(model.weight_value_bytes()), w.values());
+        // oneDNN pads its blocked copy; without AVX512_BF16 it packs no bf16 weight at all.
+        const auto resident = static_cast<double>(model.resident_weight_bytes());
+        if (check_resident && model.resident_weight_bytes() > model.weight_value_bytes()) {
+          EXPECT_NEAR(resident, static_cast<double>(w.resident()), kResidentTolerance * resident);
+        }
+      }
+    }
+  }
+}
+
+class Footprint : public ::testing::Test {
+ protected:
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path made_model(const std::string& config, RandomWeightFormat format) {
+    std::ifstream in("tests/data/configs/" + config);
+    dir_ = std::filesystem::temp_directory_path() /
+           fmt::format("mlaserve-footprint-{}-{}", ::getpid(), config);
+    write_random_model(nlohmann::json::parse(in), dir_, 7, format);
+    return dir_;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(Footprint, MatchesTheLoaderOnTheGoldenModels) {
+  for (const char* model : {"tiny-v2", "tiny-v3", "tiny-v3-fp8"})
+    expect_footprint_matches_loader(std::filesystem::path("tests/data/models") / model, true);
+}
+
+// Dimensions that are not multiples of 128 or of the rank count: shards inside FP8 blocks.
+TEST_F(Footprint, MatchesTheLoaderOnOddShapesInFp8) {
+  expect_footprint_matches_loader(made_model("odd-v3.json", RandomWeightFormat::FP8), false);
+}
+
+TEST_F(Footprint, MatchesTheLoaderWithoutQLoraAndWithTiedEmbeddings) {
+  expect_footprint_matches_loader(made_model("odd-v2-lite.json", RandomWeightFormat::BF16), false);
+}
+
+// The model cards' figures: DeepSeek-V3 is 671 B parameters without its MTP layer, served in
+// FP8 with a BF16 embedding and lm_head (0.93 B parameters each) and a float32 router (58 MoE
+// layers x 256 x 7168); V2-Lite is 15.7 B, in BF16.
+TEST(FootprintOfPublishedModels, MatchesTheirParameterCounts) {
+  const ModelConfig v3 = ModelConfig::load("tests/data/configs/deepseek-v3");
+  const RankWeights w = rank_weights(
+      v3, RankLayout::single(), resolve_weight_format(WeightType::BF16, v3.fp8_block_quantized),
+      stored_fp8_by_convention);
+  const double embedding_params = 129280.0 * 7168, router_params = 58.0 * 256 * 7168;
+  EXPECT_EQ(w.embedding, 2 * embedding_params);
+  EXPECT_EQ(w.lm_head, 2 * embedding_params);
+  EXPECT_EQ(w.router, 4 * router_params);
+  // One byte per FP8 parameter, plus 4 bytes per 128x128 block and per row (under 0.2 %).
+  const double fp8_bytes =
+      static_cast<double>(w.values() - w.embedding - w.lm_head - w.router - w.absorbed);
+  EXPECT_NEAR(fp8_bytes, 671e9 - 2 * embedding_params - router_params, 1.5e9);
+
+  const ModelConfig lite = ModelConfig::load("tests/data/configs/deepseek-v2-lite");
+  const RankWeights l =
+      rank_weights(lite, RankLayout::single(),
+                   resolve_weight_format(WeightType::BF16, lite.fp8_block_quantized), {});
+  EXPECT_NEAR(static_cast<double>(l.values()) / 2, 15.7e9, 0.2e9);
+}
+
+}  // namespace
+}  // namespace mlaserve::model
