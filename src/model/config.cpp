@@ -191,6 +191,11 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   cfg.vocab_size = c.positive("vocab_size");
   cfg.hidden_size = c.positive("hidden_size");
   cfg.num_hidden_layers = c.positive("num_hidden_layers");
+  cfg.num_nextn_predict_layers = c.optional<int64_t>("num_nextn_predict_layers", 0);
+  if (cfg.num_nextn_predict_layers < 0 || cfg.num_nextn_predict_layers > 1) {
+    fail("{}: num_nextn_predict_layers {} is not supported (0 or 1, as DeepSeek-V3)", origin,
+         cfg.num_nextn_predict_layers);
+  }
   cfg.num_attention_heads = c.positive("num_attention_heads");
   cfg.max_position_embeddings = c.positive("max_position_embeddings");
   cfg.rms_norm_eps = c.optional<double>("rms_norm_eps", 1e-6);

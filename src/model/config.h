@@ -28,6 +28,8 @@ struct ModelConfig {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
+  // DeepSeek-V3's multi-token-prediction module, stored as layer num_hidden_layers (0 or 1).
+  int64_t num_nextn_predict_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;

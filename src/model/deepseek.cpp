@@ -34,8 +34,8 @@ T* take(std::vector<T>& buffer, int64_t n) {
 }  // namespace
 
 const char* flop_kind_name(FlopKind kind) {
-  static const char* names[] = {"qkv_a",  "q_b",    "kv_b", "absorb",  "attention",
-                                "o_proj", "router", "mlp",  "experts", "lm_head"};
+  static const char* names[] = {"qkv_a",  "q_b", "kv_b",    "absorb",  "attention",  "o_proj",
+                                "router", "mlp", "experts", "lm_head", "mtp_eh_proj"};
   return names[static_cast<size_t>(kind)];
 }
 
@@ -60,23 +60,38 @@ std::string DeepseekModel::weight_format_description() const {
 }
 
 DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat format,
-                             const RankLayout& layout)
+                             const RankLayout& layout, bool with_mtp)
     : cfg_(ModelConfig::load(dir)),
       format_(resolve_weight_format(format, cfg_.fp8_block_quantized)),
       layout_(layout),
       heads_(owned_range(layout, WeightKind::QB, cfg_.num_attention_heads)),
       embedding_rows_(owned_range(layout, WeightKind::Embedding, cfg_.vocab_size)),
       rope_(cfg_) {
-  load(dir);
+  if (with_mtp && cfg_.num_nextn_predict_layers == 0) {
+    fail(
+        "{}: the model has no multi-token-prediction layer (num_nextn_predict_layers is 0), "
+        "which speculative decoding needs",
+        (dir / "config.json").string());
+  }
+  load(dir, with_mtp);
   auto prepare = [this](kernels::Weight& w) {
     kernels::prepare(w);
     value_bytes_ += w.bytes();
     resident_bytes_ += w.bytes() + w.packed_bytes;
   };
-  value_bytes_ += embedding_.bytes();
-  resident_bytes_ += embedding_.bytes();  // only rows are read (embed()): nothing to pack
+  // Embeddings: only rows are read (embed()), nothing to pack.
+  for (const kernels::Weight* table : {&embedding_, mtp_ ? &mtp_->embedding : nullptr}) {
+    if (table == nullptr) continue;
+    value_bytes_ += table->bytes();
+    resident_bytes_ += table->bytes();
+  }
   prepare(lm_head_);
   for (LayerWeights& L : layers_) for_each_weight(L, prepare);
+  if (mtp_) {
+    prepare(mtp_->eh_proj);
+    prepare(mtp_->head);
+    for_each_weight(mtp_->layer, prepare);
+  }
 }
 
 void for_each_weight(LayerWeights& L, const std::function<void(kernels::Weight&)>& fn) {
@@ -108,41 +123,71 @@ void DeepseekModel::linear(FlopKind kind, const float* x, int64_t m, const kerne
 }
 
 std::vector<float> DeepseekModel::forward(const StepInput& in, cache::LatentKvPool& kv,
-                                          StepComm& comm) {
+                                          StepComm& comm, std::vector<float>* final_hidden) {
+  const int64_t T = static_cast<int64_t>(in.tokens.size()), H = cfg_.hidden_size;
+  float* x = take(buf_.x, T * H);  // the residual stream of this group's tokens
+  embed(embedding_, in.tokens, x, comm);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+    decoder_layer(layers_[static_cast<size_t>(l)], l, in, x, kv, comm);
+  if (final_hidden) {
+    final_hidden->resize(static_cast<size_t>(T * H));
+    kernels::rms_norm(x, final_norm_.data(), T, H, static_cast<float>(cfg_.rms_norm_eps),
+                      final_hidden->data());
+  }
+  return logits(x, in.logit_rows, final_norm_, lm_head_, comm);
+}
+
+// DeepSeek-V3 MTP: x_i = eh_proj([enorm(embed(t_{i+1})) ; hnorm(h_i)]), one decoder layer with
+// its own KV cache (layer index num_hidden_layers) and RoPE at position i, then the module's
+// norm and head give the logits of t_{i+2}.
+std::vector<float> DeepseekModel::mtp_forward(const StepInput& in, const float* final_hidden,
+                                              cache::LatentKvPool& kv, StepComm& comm) {
+  if (!mtp_) fail("internal: mtp_forward without the MTP layer loaded");
   const int64_t T = static_cast<int64_t>(in.tokens.size()), H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  float* x = take(buf_.x, T * H);  // the residual stream of this group's tokens
+  float* cat = take(buf_.mtp_in, T * 2 * H);  // [T, 2H]: embedding half first
+  float* x = take(buf_.x, T * H);
+  embed(mtp_->embedding, in.tokens, x, comm);
+  for (int64_t t = 0; t < T; ++t) {
+    kernels::rms_norm(x + t * H, mtp_->enorm.data(), 1, H, eps, cat + t * 2 * H);
+    kernels::rms_norm(final_hidden + t * H, mtp_->hnorm.data(), 1, H, eps, cat + t * 2 * H + H);
+  }
+  linear(FlopKind::MtpProjection, cat, T, mtp_->eh_proj, x);
+  decoder_layer(mtp_->layer, cfg_.num_hidden_layers, in, x, kv, comm);
+  return logits(x, in.logit_rows, mtp_->head_norm, mtp_->head, comm);
+}
+
+// One decoder layer over the step's rows; x [T, H] is the residual stream, updated in place.
+void DeepseekModel::decoder_layer(const LayerWeights& w, int64_t kv_layer, const StepInput& in,
+                                  float* x, cache::LatentKvPool& kv, StepComm& comm) {
+  const int64_t T = static_cast<int64_t>(in.tokens.size()), H = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
   float* h = take(buf_.h, T * H);
   float* attn_out = take(buf_.attn_out, T * H);
   std::vector<float>& ffn_in = buf_.ffn_in;
-  embed(in.tokens, x, comm);
+  comm.begin_layer(kv_layer);
+  // x = x + MLA(RMSNorm(x)); attention runs on this group's tokens with this rank's heads.
+  kernels::rms_norm(x, w.attn_norm.data(), T, H, eps, h);
+  attention(w.attn, kv_layer, in, h, kv, comm, attn_out);
+  comm.attention_to_mlp(attn_out, x, T, H, ffn_in);  // ffn_in: [N, H], all groups
 
-  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-    comm.begin_layer(l);
-    const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    // x = x + MLA(RMSNorm(x)); attention runs on this group's tokens with this rank's heads.
-    kernels::rms_norm(x, w.attn_norm.data(), T, H, eps, h);
-    attention(l, in, h, kv, comm, attn_out);
-    comm.attention_to_mlp(attn_out, x, T, H, ffn_in);  // ffn_in: [N, H], all groups
-
-    // x = x + FFN(RMSNorm(x)); tensor-parallel over every rank, on every group's tokens.
-    const int64_t N = static_cast<int64_t>(ffn_in.size()) / H;
-    float* ffn_h = take(buf_.ffn_h, N * H);
-    float* ffn_out = take(buf_.ffn_out, N * H);
-    kernels::rms_norm(ffn_in.data(), w.mlp_norm.data(), N, H, eps, ffn_h);
-    if (w.dense) {
-      mlp(*w.dense, ffn_h, N, ffn_out, FlopKind::Mlp);
-    } else {
-      moe(*w.moe, ffn_h, N, ffn_out);
-    }
-    comm.mlp_to_attention(ffn_out, x, T, H);
+  // x = x + FFN(RMSNorm(x)); tensor-parallel over every rank, on every group's tokens.
+  const int64_t N = static_cast<int64_t>(ffn_in.size()) / H;
+  float* ffn_h = take(buf_.ffn_h, N * H);
+  float* ffn_out = take(buf_.ffn_out, N * H);
+  kernels::rms_norm(ffn_in.data(), w.mlp_norm.data(), N, H, eps, ffn_h);
+  if (w.dense) {
+    mlp(*w.dense, ffn_h, N, ffn_out, FlopKind::Mlp);
+  } else {
+    moe(*w.moe, ffn_h, N, ffn_out);
   }
-  return logits(x, in.logit_rows, comm);
+  comm.mlp_to_attention(ffn_out, x, T, H);
 }
 
 // Vocab-parallel lookup: each rank of the attention group fills the rows of tokens in its
 // vocab range, the group sum completes every row.
-void DeepseekModel::embed(const std::vector<int32_t>& tokens, float* x, StepComm& comm) const {
+void DeepseekModel::embed(const kernels::Weight& table, const std::vector<int32_t>& tokens,
+                          float* x, StepComm& comm) const {
   const int64_t H = cfg_.hidden_size;
   for (size_t t = 0; t < tokens.size(); ++t) {
     const int64_t id = tokens[t];
@@ -153,16 +198,15 @@ void DeepseekModel::embed(const std::vector<int32_t>& tokens, float* x, StepComm
       std::fill(row, row + H, 0.0f);
       continue;
     }
-    for (int64_t c = 0; c < H; ++c) row[c] = embedding_.at(id - embedding_rows_.begin, c);
+    for (int64_t c = 0; c < H; ++c) row[c] = table.at(id - embedding_rows_.begin, c);
   }
   comm.sum_over_attn_tp(x, static_cast<int64_t>(tokens.size()) * H);
 }
 
 // Multi-head Latent Attention over this rank's heads; out [T, H] holds this rank's o_proj
 // partial sums (the group reduction happens in StepComm::attention_to_mlp).
-void DeepseekModel::attention(int64_t layer, const StepInput& in, const float* x,
-                              cache::LatentKvPool& kv, StepComm& comm, float* out) {
-  const AttentionWeights& w = layers_[static_cast<size_t>(layer)].attn;
+void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const StepInput& in,
+                              const float* x, cache::LatentKvPool& kv, StepComm& comm, float* out) {
   const int64_t T = static_cast<int64_t>(in.tokens.size());
   const int64_t q_lora = cfg_.q_lora_rank, kvl = cfg_.kv_lora_rank, rope = cfg_.qk_rope_head_dim;
   const int64_t nope = cfg_.qk_nope_head_dim, qk = cfg_.qk_head_dim(), v = cfg_.v_head_dim;
@@ -432,14 +476,15 @@ void DeepseekModel::moe(const MoeWeights& w, const float* x, int64_t rows, float
 }
 
 std::vector<float> DeepseekModel::logits(const float* x, const std::vector<int64_t>& rows,
-                                         StepComm& comm) {
+                                         const std::vector<float>& norm,
+                                         const kernels::Weight& head, StepComm& comm) {
   const int64_t H = cfg_.hidden_size, R = static_cast<int64_t>(rows.size());
   float* h = take(buf_.logits_h, R * H);
   for (int64_t r = 0; r < R; ++r) std::copy_n(x + rows[static_cast<size_t>(r)] * H, H, h + r * H);
-  kernels::rms_norm(h, final_norm_.data(), R, H, static_cast<float>(cfg_.rms_norm_eps), h);
-  float* shard = take(buf_.logits_shard, R * lm_head_.rows());
+  kernels::rms_norm(h, norm.data(), R, H, static_cast<float>(cfg_.rms_norm_eps), h);
+  float* shard = take(buf_.logits_shard, R * head.rows());
   std::vector<float> full(static_cast<size_t>(R * cfg_.vocab_size));
-  linear(FlopKind::LmHead, h, R, lm_head_, shard);
+  linear(FlopKind::LmHead, h, R, head, shard);
   comm.gather_vocab(shard, R, cfg_.vocab_size, full.data());
   return full;
 }

@@ -53,6 +53,19 @@ struct LayerWeights {
   std::optional<MoeWeights> moe;
 };
 
+// DeepSeek-V3's multi-token-prediction ("next-n") module, stored as layer L = num_hidden_layers:
+// from the main model's final-normed hidden state h_i and the next token t_{i+1}, it predicts
+// t_{i+2}. Its embedding and head are copies of the main model's in the checkpoint, sharded
+// alike (vocabulary rows over the attention group).
+struct MtpWeights {
+  std::vector<float> enorm, hnorm;  // [H] each: RMSNorm of embed(t_{i+1}) and of h_i
+  kernels::Weight eh_proj;          // [H, 2H]: [enorm(embed) ; hnorm(h)] -> the layer's input
+  LayerWeights layer;               // one full decoder layer (its own latent KV cache)
+  std::vector<float> head_norm;     // shared_head.norm [H]
+  kernels::Weight head;             // shared_head.head [V_local, H], like lm_head
+  kernels::Weight embedding;        // embed_tokens [V_local, H], like the main embedding
+};
+
 // fn(w) for every kernels::Weight of the layer.
 void for_each_weight(LayerWeights& layer, const std::function<void(kernels::Weight&)>& fn);
 
@@ -87,6 +100,7 @@ struct StepBuffers {
   std::vector<float> c_kv, kv_b, k, v;                            // attend_normal
   std::vector<float> q_absorbed, head_in, head_out, o_latent;     // attend_absorbed
   std::vector<float> gate_up, act;                                // mlp, moe
+  std::vector<float> mtp_in;                                      // mtp_forward
   std::vector<float> router_logits, gates, expert_x, expert_y;    // moe
   std::vector<float> logits_h, logits_shard;                      // logits
   std::vector<int32_t> expert_ids;                                // moe
@@ -96,14 +110,28 @@ struct StepBuffers {
 };
 
 // FLOPs this rank spent per layer kind (2 per multiply-add), for tests and benchmarks.
-enum class FlopKind { QkvA, QB, KvB, Absorb, Attention, O, Router, Mlp, Experts, LmHead, Count };
+enum class FlopKind {
+  QkvA,
+  QB,
+  KvB,
+  Absorb,
+  Attention,
+  O,
+  Router,
+  Mlp,
+  Experts,
+  LmHead,
+  MtpProjection,  // the MTP module's eh_proj (its decoder layer counts as the kinds above)
+  Count
+};
 const char* flop_kind_name(FlopKind kind);
 
 class DeepseekModel {
  public:
   // format.quantization Auto becomes the checkpoint's: fp8 for an FP8 checkpoint, else none.
+  // with_mtp: also load the checkpoint's MTP module (an error if its config has none).
   DeepseekModel(const std::filesystem::path& dir, WeightFormat format,
-                const RankLayout& layout = RankLayout::single());
+                const RankLayout& layout = RankLayout::single(), bool with_mtp = false);
 
   const ModelConfig& config() const { return cfg_; }
   const RankLayout& layout() const { return layout_; }
@@ -115,24 +143,43 @@ class DeepseekModel {
   // E.g. "fp8 linear layers (128x128 blocks), bfloat16 activations and other weights".
   std::string weight_format_description() const;
   const std::array<double, static_cast<size_t>(FlopKind::Count)>& flops() const { return flops_; }
+  bool has_mtp() const { return mtp_.has_value(); }
+  // Layers of latent KV cache a pool needs: the decoder layers, and the MTP layer's own.
+  int64_t kv_layers() const { return cfg_.num_hidden_layers + (has_mtp() ? 1 : 0); }
 
   // Runs every layer over the step's tokens, writes their latents into kv, and returns the
   // logits [input.logit_rows.size(), vocab]. Every rank of the layout calls it with its group's
   // input; comm carries the exchanges.
-  std::vector<float> forward(const StepInput& input, cache::LatentKvPool& kv, StepComm& comm);
+  // final_hidden, if given, receives every row's last hidden state after the final norm
+  // ([T, H]: what lm_head reads, and the MTP module's h).
+  std::vector<float> forward(const StepInput& input, cache::LatentKvPool& kv, StepComm& comm,
+                             std::vector<float>* final_hidden = nullptr);
+
+  // The MTP module over input's rows: row r has the main model's final_hidden h_i of position
+  // input.positions[r] = i and input.tokens[r] = t_{i+1}; its latent goes to the MTP layer's KV
+  // cache at the row's slot. Returns the logits (for t_{i+2}) of input.logit_rows. Every rank
+  // of the layout calls it, as forward(). Needs has_mtp().
+  std::vector<float> mtp_forward(const StepInput& input, const float* final_hidden,
+                                 cache::LatentKvPool& kv, StepComm& comm);
 
  private:
-  void load(const std::filesystem::path& dir);
-  void embed(const std::vector<int32_t>& tokens, float* x, StepComm& comm) const;
-  void attention(int64_t layer, const StepInput& in, const float* x, cache::LatentKvPool& kv,
-                 StepComm& comm, float* out);
+  void load(const std::filesystem::path& dir, bool with_mtp);
+  void embed(const kernels::Weight& table, const std::vector<int32_t>& tokens, float* x,
+             StepComm& comm) const;
+  void decoder_layer(const LayerWeights& w, int64_t kv_layer, const StepInput& in, float* x,
+                     cache::LatentKvPool& kv, StepComm& comm);
+  void attention(const AttentionWeights& w, int64_t kv_layer, const StepInput& in, const float* x,
+                 cache::LatentKvPool& kv, StepComm& comm, float* out);
   void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q,
                      const float* latent, float* o);
   void attend_absorbed(const AttentionWeights& w, std::span<const AbsorbedSequence> seqs,
                        int64_t job_rows, const float* q, const KvRows& kv_layer, float* o);
   void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
   void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
-  std::vector<float> logits(const float* x, const std::vector<int64_t>& rows, StepComm& comm);
+  // Normalises x's rows with norm, then head's vocabulary block, gathered over the group.
+  std::vector<float> logits(const float* x, const std::vector<int64_t>& rows,
+                            const std::vector<float>& norm, const kernels::Weight& head,
+                            StepComm& comm);
   void linear(FlopKind kind, const float* x, int64_t m, const kernels::Weight& w, float* y);
   void linear_batch(FlopKind kind, std::span<const kernels::MatmulJob> jobs);
   void count_flops(FlopKind kind, int64_t m, const kernels::Weight& w);
@@ -147,6 +194,7 @@ class DeepseekModel {
   std::vector<LayerWeights> layers_;
   std::vector<float> final_norm_;  // [H]
   kernels::Weight lm_head_;        // [vocab_local, H]
+  std::optional<MtpWeights> mtp_;
   size_t value_bytes_ = 0, resident_bytes_ = 0;
   std::array<double, static_cast<size_t>(FlopKind::Count)> flops_{};
   StepBuffers buf_;

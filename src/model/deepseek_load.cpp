@@ -68,83 +68,112 @@ void split_kv_b(AttentionWeights& a, kernels::WeightType dtype, int64_t heads, i
   }
 }
 
+// Decoder layer `index` (the MTP module's is num_hidden_layers): norms, MLA, and a dense MLP or
+// the MoE.
+LayerWeights load_layer(const WeightLoader& loader, const ModelConfig& c, const RankLayout& lay,
+                        int64_t index, int64_t local_heads) {
+  const std::string p = fmt::format("model.layers.{}.", index), attn = p + "self_attn.";
+  const int64_t H = c.hidden_size, n_heads = c.num_attention_heads;
+  const int64_t qk = c.qk_head_dim(), nope = c.qk_nope_head_dim, v = c.v_head_dim;
+  const int64_t kv_a_rows = c.kv_lora_rank + c.qk_rope_head_dim;
+  LayerWeights L;
+  L.attn_norm = loader.vector(p + "input_layernorm.weight", H);
+  L.mlp_norm = loader.vector(p + "post_attention_layernorm.weight", H);
+
+  AttentionWeights& a = L.attn;
+  a.qkv_a =
+      loader.new_weight(attn + "kv_a_proj_with_mqa.weight", c.q_lora_rank + kv_a_rows, H, true);
+  if (c.q_lora_rank > 0) {
+    copy_owned(loader, lay, {attn + "q_a_proj.weight", WeightKind::QkvA, c.q_lora_rank, H}, a.qkv_a,
+               0);
+    a.q_a_norm = loader.vector(attn + "q_a_layernorm.weight", c.q_lora_rank);
+    a.q_b = load_owned(loader, lay,
+                       {attn + "q_b_proj.weight", WeightKind::QB, n_heads * qk, c.q_lora_rank, qk});
+  } else {
+    a.q_b = load_owned(loader, lay, {attn + "q_proj.weight", WeightKind::QB, n_heads * qk, H, qk});
+  }
+  copy_owned(loader, lay, {attn + "kv_a_proj_with_mqa.weight", WeightKind::QkvA, kv_a_rows, H},
+             a.qkv_a, c.q_lora_rank);
+  a.kv_a_norm = loader.vector(attn + "kv_a_layernorm.weight", c.kv_lora_rank);
+  a.kv_b = load_owned(
+      loader, lay,
+      {attn + "kv_b_proj.weight", WeightKind::KvB, n_heads * (nope + v), c.kv_lora_rank, nope + v});
+  split_kv_b(a, loader.dtype(), local_heads, nope, v, c.kv_lora_rank);
+  a.o = load_owned(loader, lay, {attn + "o_proj.weight", WeightKind::O, H, n_heads * v, v});
+
+  if (!c.is_moe_layer(index)) {
+    L.dense = load_mlp(loader, lay, p + "mlp.", H, c.intermediate_size, WeightKind::MlpGateUp,
+                       WeightKind::MlpDown);
+    return L;
+  }
+  MoeWeights m;
+  m.router = loader.matrix_f32(p + "mlp.gate.weight", c.n_routed_experts, H);
+  if (c.router.method == kernels::RouterTopk::NoauxTc)
+    m.correction_bias = loader.vector(p + "mlp.gate.e_score_correction_bias", c.n_routed_experts);
+  const Range experts = owned_range(lay, WeightKind::RoutedExperts, c.n_routed_experts);
+  m.first_local_expert = experts.begin;
+  for (int64_t e = experts.begin; e < experts.end; ++e) {
+    m.experts.push_back(load_mlp(loader, lay, fmt::format("{}mlp.experts.{}.", p, e), H,
+                                 c.moe_intermediate_size, WeightKind::ExpertGateUp,
+                                 WeightKind::ExpertDown));
+  }
+  if (c.n_shared_experts > 0) {
+    m.shared = load_mlp(loader, lay, p + "mlp.shared_experts.", H,
+                        c.moe_intermediate_size * c.n_shared_experts, WeightKind::MlpGateUp,
+                        WeightKind::MlpDown);
+  }
+  L.moe = std::move(m);
+  return L;
+}
+
+// The MTP module (layer L = num_hidden_layers) as DeepSeek-V3 stores it: its input norms and
+// projection, a decoder layer, and shared_head / embed_tokens (copies of lm_head and the main
+// embedding, sharded as they are).
+MtpWeights load_mtp(const WeightLoader& loader, const ModelConfig& c, const RankLayout& lay,
+                    int64_t local_heads) {
+  const int64_t L = c.num_hidden_layers, H = c.hidden_size, V = c.vocab_size;
+  const std::string p = fmt::format("model.layers.{}.", L);
+  MtpWeights m;
+  m.enorm = loader.vector(p + "enorm.weight", H);
+  m.hnorm = loader.vector(p + "hnorm.weight", H);
+  m.eh_proj = load_owned(loader, lay, {p + "eh_proj.weight", WeightKind::MtpProjection, H, 2 * H});
+  m.layer = load_layer(loader, c, lay, L, local_heads);
+  m.head_norm = loader.vector(p + "shared_head.norm.weight", H);
+  m.head = load_owned(loader, lay, {p + "shared_head.head.weight", WeightKind::LmHead, V, H});
+  m.embedding = load_owned(loader, lay, {p + "embed_tokens.weight", WeightKind::Embedding, V, H});
+  return m;
+}
+
 }  // namespace
 
-void DeepseekModel::load(const std::filesystem::path& dir) {
+void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
   const Checkpoint ckpt = Checkpoint::open(dir);
   const WeightLoader loader(ckpt, format_.dtype, format_.quantization, cfg_.fp8_block_quantized);
   const ModelConfig& c = cfg_;
   const RankLayout& lay = layout_;
-  const int64_t H = c.hidden_size, V = c.vocab_size, n_heads = c.num_attention_heads;
-  const int64_t qk = c.qk_head_dim(), nope = c.qk_nope_head_dim, v = c.v_head_dim;
-  const int64_t kv_a_rows = c.kv_lora_rank + c.qk_rope_head_dim;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
 
   // One rank per model instance reports (tp rank 0 of each replica).
-  LoadProgress progress(c.num_hidden_layers, lay.tp_rank == 0);
+  LoadProgress progress(c.num_hidden_layers + (with_mtp ? 1 : 0), lay.tp_rank == 0);
   size_t bytes = 0;
   embedding_ = load_owned(loader, lay, {"model.embed_tokens.weight", WeightKind::Embedding, V, H});
   lm_head_ = load_owned(loader, lay,
                         {c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
                          WeightKind::LmHead, V, H});
   final_norm_ = loader.vector("model.norm.weight", H);
-
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = fmt::format("model.layers.{}.", i), attn = p + "self_attn.";
-    LayerWeights L;
-    L.attn_norm = loader.vector(p + "input_layernorm.weight", H);
-    L.mlp_norm = loader.vector(p + "post_attention_layernorm.weight", H);
-
-    AttentionWeights& a = L.attn;
-    a.qkv_a =
-        loader.new_weight(attn + "kv_a_proj_with_mqa.weight", c.q_lora_rank + kv_a_rows, H, true);
-    if (c.q_lora_rank > 0) {
-      copy_owned(loader, lay, {attn + "q_a_proj.weight", WeightKind::QkvA, c.q_lora_rank, H},
-                 a.qkv_a, 0);
-      a.q_a_norm = loader.vector(attn + "q_a_layernorm.weight", c.q_lora_rank);
-      a.q_b = load_owned(
-          loader, lay, {attn + "q_b_proj.weight", WeightKind::QB, n_heads * qk, c.q_lora_rank, qk});
-    } else {
-      a.q_b =
-          load_owned(loader, lay, {attn + "q_proj.weight", WeightKind::QB, n_heads * qk, H, qk});
-    }
-    copy_owned(loader, lay, {attn + "kv_a_proj_with_mqa.weight", WeightKind::QkvA, kv_a_rows, H},
-               a.qkv_a, c.q_lora_rank);
-    a.kv_a_norm = loader.vector(attn + "kv_a_layernorm.weight", c.kv_lora_rank);
-    a.kv_b = load_owned(loader, lay,
-                        {attn + "kv_b_proj.weight", WeightKind::KvB, n_heads * (nope + v),
-                         c.kv_lora_rank, nope + v});
-    split_kv_b(a, loader.dtype(), heads_.size(), nope, v, c.kv_lora_rank);
-    a.o = load_owned(loader, lay, {attn + "o_proj.weight", WeightKind::O, H, n_heads * v, v});
-
-    if (!c.is_moe_layer(i)) {
-      L.dense = load_mlp(loader, lay, p + "mlp.", H, c.intermediate_size, WeightKind::MlpGateUp,
-                         WeightKind::MlpDown);
-    } else {
-      MoeWeights m;
-      m.router = loader.matrix_f32(p + "mlp.gate.weight", c.n_routed_experts, H);
-      if (c.router.method == kernels::RouterTopk::NoauxTc) {
-        m.correction_bias =
-            loader.vector(p + "mlp.gate.e_score_correction_bias", c.n_routed_experts);
-      }
-      const Range experts = owned_range(lay, WeightKind::RoutedExperts, c.n_routed_experts);
-      m.first_local_expert = experts.begin;
-      for (int64_t e = experts.begin; e < experts.end; ++e) {
-        m.experts.push_back(load_mlp(loader, lay, fmt::format("{}mlp.experts.{}.", p, e), H,
-                                     c.moe_intermediate_size, WeightKind::ExpertGateUp,
-                                     WeightKind::ExpertDown));
-      }
-      if (c.n_shared_experts > 0) {
-        m.shared = load_mlp(loader, lay, p + "mlp.shared_experts.", H,
-                            c.moe_intermediate_size * c.n_shared_experts, WeightKind::MlpGateUp,
-                            WeightKind::MlpDown);
-      }
-      L.moe = std::move(m);
-    }
-    for_each_weight(L, [&bytes](const Weight& w) { bytes += w.bytes(); });
-    layers_.push_back(std::move(L));
+    layers_.push_back(load_layer(loader, c, lay, i, heads_.size()));
+    for_each_weight(layers_.back(), [&bytes](const Weight& w) { bytes += w.bytes(); });
     progress.layer_loaded(i + 1, bytes);
   }
-  progress.done(bytes + embedding_.bytes() + lm_head_.bytes());
+  bytes += embedding_.bytes() + lm_head_.bytes();
+  if (with_mtp) {
+    mtp_ = load_mtp(loader, c, lay, heads_.size());
+    for_each_weight(mtp_->layer, [&bytes](const Weight& w) { bytes += w.bytes(); });
+    bytes += mtp_->eh_proj.bytes() + mtp_->head.bytes() + mtp_->embedding.bytes();
+    progress.layer_loaded(c.num_hidden_layers + 1, bytes);
+  }
+  progress.done(bytes);
 }
 
 }  // namespace mlaserve::model

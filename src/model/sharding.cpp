@@ -34,6 +34,10 @@ ShardRule shard_rule(WeightKind kind, const RankLayout& layout) {
     // Every rank needs the latent of all its group's tokens; dp_linear shards tokens instead.
     case WeightKind::QkvA:
       return {SplitDim::None, SplitGroup::None};
+    // The MTP module's input projection runs on its group's tokens before its attention, as
+    // q_a/kv_a does: every rank of the group needs all of them.
+    case WeightKind::MtpProjection:
+      return {SplitDim::None, SplitGroup::None};
     // Attention heads over the group's ranks: q and the decompression by head, o_proj by the
     // heads' value columns (partial sums, completed by the attention -> MLP exchange).
     case WeightKind::QB:

@@ -60,6 +60,7 @@ enum class WeightKind {
   ExpertGateUp,   // one routed expert's gate_proj, up_proj [I, H] each    units: inter columns
   ExpertDown,     // one routed expert's down_proj [H, I]                  units: inter columns
   Router,         // mlp.gate [E, H] and its correction bias, kept float32
+  MtpProjection,  // the MTP module's eh_proj [H, 2H]
 };
 
 // The rule for `kind` under `layout`: routed experts are sliced (TP-MoE) or dealt out whole

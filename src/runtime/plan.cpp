@@ -96,6 +96,19 @@ bool GroupPlan::extend() const {
   return false;
 }
 
+int64_t GroupPlan::n_mtp_tokens() const {
+  int64_t n = 0;
+  for (const auto& s : seqs) n += static_cast<int64_t>(s.mtp_tokens.size());
+  return n;
+}
+
+bool GroupPlan::mtp_extend() const {
+  for (const auto& s : seqs) {
+    if (s.mtp_tokens.size() > 1 || (s.mtp_tokens.size() == 1 && s.n_cached == 0)) return true;
+  }
+  return false;
+}
+
 std::vector<uint8_t> StepPlan::encode() const {
   ByteWriter w;
   w.put<uint8_t>(shutdown);
@@ -112,6 +125,7 @@ std::vector<uint8_t> StepPlan::encode() const {
       w.put<uint8_t>(s.sample);
       put_sampling(w, s.sampling);
       w.put(s.top_logprobs);
+      w.put_vector(s.mtp_tokens);
     }
   }
   w.put_vector(released);
@@ -135,6 +149,7 @@ StepPlan StepPlan::decode(std::span<const uint8_t> bytes) {
       s.sample = r.get<uint8_t>() != 0;
       s.sampling = get_sampling(r);
       s.top_logprobs = r.get<int32_t>();
+      s.mtp_tokens = r.get_vector<int32_t>();
     }
   }
   plan.released = r.get_vector<uint64_t>();
@@ -151,6 +166,7 @@ std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results) 
     w.put(res.logprob);
     w.put_vector(res.top);
     w.put_vector(res.logits);
+    w.put_vector(res.mtp_logits);
   }
   return std::move(w.bytes);
 }
@@ -164,6 +180,7 @@ std::vector<SequenceResult> decode_results(std::span<const uint8_t> bytes) {
     res.logprob = r.get<float>();
     res.top = r.get_vector<sampling::TokenLogprob>();
     res.logits = r.get_vector<float>();
+    res.mtp_logits = r.get_vector<float>();
   }
   return results;
 }

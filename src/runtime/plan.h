@@ -22,6 +22,9 @@ struct PlannedSequence {
   sampling::SamplingParams sampling{.temperature =
                                         0.0f};  // the leader keeps one sampler per request
   int32_t top_logprobs = -1;  // -1: no logprobs; n >= 0: chosen token's logprob and n alternatives
+  // The MTP module runs on the first mtp_tokens.size() new tokens: new token j (position i)
+  // with mtp_tokens[j] = t_{i+1}; its logits (for t_{i+2}) come back with return_logits.
+  std::vector<int32_t> mtp_tokens;
 
   // One new token over a cached prefix (else it runs a prompt or a prompt chunk).
   bool is_decode() const { return new_tokens.size() == 1 && n_cached > 0; }
@@ -31,6 +34,8 @@ struct GroupPlan {
   std::vector<PlannedSequence> seqs;
   int64_t n_tokens() const;
   bool extend() const;  // any sequence runs a prompt (more than one token or nothing cached)
+  int64_t n_mtp_tokens() const;
+  bool mtp_extend() const;  // extend() of the MTP module's pass
 };
 
 struct StepPlan {
@@ -49,6 +54,7 @@ struct SequenceResult {
   float logprob = 0.0f;  // when top_logprobs >= 0
   std::vector<sampling::TokenLogprob> top;  // when top_logprobs > 0
   std::vector<float> logits;                // [rows, vocab] when return_logits
+  std::vector<float> mtp_logits;            // [mtp rows, vocab] when return_logits
 };
 
 std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results);

@@ -60,6 +60,7 @@ StepPlan StaticPlanner::next_plan() {
     p.kv_slots.assign(s.slots.begin(), s.slots.begin() + static_cast<long>(r.prompt.size()));
     p.all_logits = r.all_logits;
     p.return_logits = r.return_logits;
+    if (r.mtp) p.mtp_tokens.assign(r.prompt.begin() + 1, r.prompt.end());
     plan.groups[g].seqs.push_back(std::move(p));
   }
   for (size_t i = 0; i < seqs_.size(); ++i) {  // groups that admitted nothing decode
@@ -86,6 +87,7 @@ void StaticPlanner::apply(const std::vector<SequenceResult>& results) {
     s.n_cached += prefill ? static_cast<int64_t>(requests_[i].prompt.size()) : 1;
     if (prefill) {
       out.prompt_logits = r.logits;
+      out.mtp_logits = r.mtp_logits;
     } else {
       out.step_logits.push_back(r.logits);
     }

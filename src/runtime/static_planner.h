@@ -16,12 +16,14 @@ struct StaticRequest {
   int64_t max_new_tokens = 0;
   bool all_logits = false;     // keep the logits of every prompt position
   bool return_logits = false;  // keep prompt and step logits at all
+  bool mtp = false;            // also run the MTP module over the prompt (teacher-forced)
 };
 
 struct StaticOutput {
   std::vector<float> prompt_logits;  // [rows, vocab]: last position, or all with all_logits
   std::vector<int32_t> generated;    // greedy tokens
   std::vector<std::vector<float>> step_logits;  // logits each generated token was chosen from
+  std::vector<float> mtp_logits;  // [prompt - 1, vocab]: the MTP module's, for t_{i+2} at i
 };
 
 class StaticPlanner {

@@ -16,8 +16,8 @@ Worker::Worker(const parallel::Topology& topology, model::DeepseekModel& model,
       model_(model),
       communicators_(topology),
       step_comm_(topology, communicators_, options.comm),
-      kv_(model.config().num_hidden_layers, model.config().kv_cache_dim(),
-          options.kv_capacity_tokens, options.kv_dtype) {}
+      kv_(model.kv_layers(), model.config().kv_cache_dim(), options.kv_capacity_tokens,
+          options.kv_dtype) {}
 
 Worker::~Worker() = default;
 
@@ -84,24 +84,73 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
     }
     in.seqs.push_back({n_new, s.n_cached, s.kv_slots});
   }
+  const bool mtp = std::any_of(plan.groups.begin(), plan.groups.end(),
+                               [](const GroupPlan& g) { return g.n_mtp_tokens() > 0; });
   step_comm_.begin_step(group_rows, any_extend);
-  const std::vector<float> logits = model_.forward(in, kv_, step_comm_);
+  std::vector<float>& hidden = final_hidden_;
+  const std::vector<float> logits = model_.forward(in, kv_, step_comm_, mtp ? &hidden : nullptr);
   stats_.steps += 1;
   stats_.padded_rows += step_comm_.gather_layout().padded_rows();
+  const std::vector<float> mtp_logits = mtp ? run_mtp(plan, hidden) : std::vector<float>{};
   if (!topology_.group_leader()) return {};
 
   const int64_t V = model_.config().vocab_size;
   std::vector<SequenceResult> results;
-  int64_t row = 0;
+  int64_t row = 0, mtp_row = 0;
   for (const PlannedSequence& s : mine.seqs) {
     const int64_t rows = s.all_logits ? static_cast<int64_t>(s.new_tokens.size()) : 1;
     const float* last = logits.data() + (row + rows - 1) * V;
     SequenceResult r = pick_token(s, last);
-    if (s.return_logits) r.logits.assign(logits.data() + row * V, last + V);
+    if (s.return_logits) {
+      r.logits.assign(logits.data() + row * V, last + V);
+      const auto mtp_rows = static_cast<int64_t>(s.mtp_tokens.size());
+      r.mtp_logits.assign(mtp_logits.begin() + mtp_row * V,
+                          mtp_logits.begin() + (mtp_row + mtp_rows) * V);
+      mtp_row += mtp_rows;
+    }
     results.push_back(std::move(r));
     row += rows;
   }
   return results;
+}
+
+// The MTP module's pass over the planned rows of every sequence: new token j of a sequence is
+// its row j, with the main model's final hidden state of that row and the next token t_{i+1}
+// from the plan; it reuses the row's KV slot in the MTP layer's cache. Every group of the
+// instance runs it (an idle one with 0 rows) so the collectives match. Returns the logits of
+// every MTP row of this group, sequence by sequence.
+std::vector<float> Worker::run_mtp(const StepPlan& plan, const std::vector<float>& hidden) {
+  const int first_group = topology_.instance * topology_.groups_per_instance;
+  std::vector<int64_t> group_rows;
+  bool any_extend = false;
+  for (int g = 0; g < topology_.groups_per_instance; ++g) {
+    const GroupPlan& gp = plan.groups[static_cast<size_t>(first_group + g)];
+    group_rows.push_back(gp.n_mtp_tokens());
+    any_extend = any_extend || (gp.n_mtp_tokens() > 0 && gp.mtp_extend());
+  }
+  if (std::all_of(group_rows.begin(), group_rows.end(), [](int64_t n) { return n == 0; }))
+    return {};
+  const int64_t H = model_.config().hidden_size;
+  model::StepInput in;
+  std::vector<float>& h = mtp_hidden_;
+  h.clear();
+  int64_t row = 0;  // the sequence's first row in the main pass
+  for (const PlannedSequence& s : plan.groups[static_cast<size_t>(topology_.group())].seqs) {
+    const auto n = static_cast<int64_t>(s.mtp_tokens.size());
+    if (n > static_cast<int64_t>(s.new_tokens.size()))
+      fail("internal: sequence {} has {} MTP tokens for {} new tokens", s.id, n,
+           s.new_tokens.size());
+    for (int64_t j = 0; j < n; ++j) {
+      in.tokens.push_back(s.mtp_tokens[static_cast<size_t>(j)]);
+      in.positions.push_back(static_cast<int32_t>(s.n_cached + j));
+      in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
+    }
+    h.insert(h.end(), hidden.begin() + row * H, hidden.begin() + (row + n) * H);
+    if (n > 0) in.seqs.push_back({n, s.n_cached, std::span(s.kv_slots).first(s.n_cached + n)});
+    row += static_cast<int64_t>(s.new_tokens.size());
+  }
+  step_comm_.begin_step(group_rows, any_extend);
+  return model_.mtp_forward(in, h.data(), kv_, step_comm_);
 }
 
 // The group leader samples: greedy without penalties needs no state; anything else uses the

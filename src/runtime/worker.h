@@ -45,6 +45,7 @@ class Worker {
   StepPlan broadcast_plan(const StepPlan* plan);
   std::vector<SequenceResult> run(const StepPlan& plan);
   std::vector<SequenceResult> gather_results(const std::vector<SequenceResult>& mine);
+  std::vector<float> run_mtp(const StepPlan& plan, const std::vector<float>& hidden);
   SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
 
   const parallel::Topology& topology_;
@@ -53,6 +54,7 @@ class Worker {
   parallel::MpiStepComm step_comm_;
   cache::LatentKvPool kv_;
   StepStats stats_;
+  std::vector<float> final_hidden_, mtp_hidden_;  // the MTP pass's inputs, kept between steps
   std::unordered_map<uint64_t, sampling::Sampler>
       samplers_;  // group leaders: one per sampled request
 };

@@ -3,8 +3,10 @@
 #include <mpi.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "core/error.h"
 #include "runtime/launch.h"
@@ -29,7 +31,7 @@ struct EvalOptions {
   std::string input, output;
   int64_t max_new_tokens = 16;
   int64_t prefill_per_step = 0;
-  bool all_logits = false, step_logits = false;
+  bool all_logits = false, step_logits = false, mtp = false;
 };
 
 std::vector<runtime::StaticRequest> read_requests(const EvalOptions& o) {
@@ -46,6 +48,7 @@ std::vector<runtime::StaticRequest> read_requests(const EvalOptions& o) {
     r.max_new_tokens = o.max_new_tokens;
     r.all_logits = o.all_logits;
     r.return_logits = true;
+    r.mtp = o.mtp;
     requests.push_back(std::move(r));
   }
   return requests;
@@ -60,6 +63,25 @@ json rows_json(const std::vector<float>& data, int64_t width) {
   return out;
 }
 
+// The MTP module's top-10 logits of each row: ids and values, best first.
+json mtp_json(const std::vector<float>& logits, int64_t V) {
+  constexpr size_t kTop = 10;
+  json rows = json::array();
+  for (size_t at = 0; at + static_cast<size_t>(V) <= logits.size(); at += static_cast<size_t>(V)) {
+    std::vector<int32_t> ids(static_cast<size_t>(V));
+    std::iota(ids.begin(), ids.end(), 0);
+    const float* row = logits.data() + at;
+    const size_t k = std::min(kTop, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(),
+                      [row](int32_t a, int32_t b) { return row[a] > row[b]; });
+    ids.resize(k);
+    std::vector<float> values;
+    for (int32_t id : ids) values.push_back(row[id]);
+    rows.push_back({{"top_ids", ids}, {"top_logits", values}});
+  }
+  return rows;
+}
+
 json output_json(const std::vector<runtime::StaticRequest>& requests,
                  const std::vector<runtime::StaticOutput>& outputs, const EvalOptions& o,
                  int64_t V) {
@@ -69,6 +91,7 @@ json output_json(const std::vector<runtime::StaticRequest>& requests,
     const std::vector<float> last(out.prompt_logits.end() - V, out.prompt_logits.end());
     json p = {{"ids", requests[i].prompt}, {"last_logits", last}, {"greedy", out.generated}};
     if (o.all_logits) p["all_logits"] = rows_json(out.prompt_logits, V);
+    if (o.mtp) p["mtp"] = mtp_json(out.mtp_logits, V);
     if (o.step_logits) {
       json steps = json::array({last});
       for (const auto& s : out.step_logits) steps.push_back(s);
@@ -92,7 +115,7 @@ void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
   }
   MPI_Bcast(&kv_tokens, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
 
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
+  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout, o.mtp);
   runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
@@ -143,6 +166,10 @@ void add_eval(CLI::App& app) {
                 "Also write \"all_logits\": the logits at every prompt position");
   cmd->add_flag("--step-logits", opts->step_logits,
                 "Also write \"greedy_logits\": the logits each greedy token was chosen from");
+  cmd->add_flag("--mtp", opts->mtp,
+                "Load the checkpoint's multi-token-prediction layer and write \"mtp\": its top-10 "
+                "logits (ids and values) for t(i+2) at every prompt position i but the last, "
+                "teacher-forced with the prompt's own next tokens");
   cmd->callback([opts] {
     runtime::run_ranks(opts->parallel.layout.world_size(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*opts, mpi); });
