@@ -141,7 +141,8 @@ std::vector<float> DeepseekModel::forward(const StepInput& in, cache::LatentKvPo
 // its own KV cache (layer index num_hidden_layers) and RoPE at position i, then the module's
 // norm and head give the logits of t_{i+2}.
 std::vector<float> DeepseekModel::mtp_forward(const StepInput& in, const float* final_hidden,
-                                              cache::LatentKvPool& kv, StepComm& comm) {
+                                              cache::LatentKvPool& kv, StepComm& comm,
+                                              std::vector<float>* head_hidden) {
   if (!mtp_) fail("internal: mtp_forward without the MTP layer loaded");
   const int64_t T = static_cast<int64_t>(in.tokens.size()), H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -154,7 +155,7 @@ std::vector<float> DeepseekModel::mtp_forward(const StepInput& in, const float* 
   }
   linear(FlopKind::MtpProjection, cat, T, mtp_->eh_proj, x);
   decoder_layer(mtp_->layer, cfg_.num_hidden_layers, in, x, kv, comm);
-  return logits(x, in.logit_rows, mtp_->head_norm, mtp_->head, comm);
+  return logits(x, in.logit_rows, mtp_->head_norm, mtp_->head, comm, head_hidden);
 }
 
 // One decoder layer over the step's rows; x [T, H] is the residual stream, updated in place.
@@ -477,11 +478,13 @@ void DeepseekModel::moe(const MoeWeights& w, const float* x, int64_t rows, float
 
 std::vector<float> DeepseekModel::logits(const float* x, const std::vector<int64_t>& rows,
                                          const std::vector<float>& norm,
-                                         const kernels::Weight& head, StepComm& comm) {
+                                         const kernels::Weight& head, StepComm& comm,
+                                         std::vector<float>* normed_rows) {
   const int64_t H = cfg_.hidden_size, R = static_cast<int64_t>(rows.size());
   float* h = take(buf_.logits_h, R * H);
   for (int64_t r = 0; r < R; ++r) std::copy_n(x + rows[static_cast<size_t>(r)] * H, H, h + r * H);
   kernels::rms_norm(h, norm.data(), R, H, static_cast<float>(cfg_.rms_norm_eps), h);
+  if (normed_rows) normed_rows->assign(h, h + R * H);
   float* shard = take(buf_.logits_shard, R * head.rows());
   std::vector<float> full(static_cast<size_t>(R * cfg_.vocab_size));
   linear(FlopKind::LmHead, h, R, head, shard);

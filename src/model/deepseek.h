@@ -159,8 +159,11 @@ class DeepseekModel {
   // input.positions[r] = i and input.tokens[r] = t_{i+1}; its latent goes to the MTP layer's KV
   // cache at the row's slot. Returns the logits (for t_{i+2}) of input.logit_rows. Every rank
   // of the layout calls it, as forward(). Needs has_mtp().
+  // head_hidden, if given, receives the logit rows' states after the module's final norm
+  // ([rows, H]): the h of the next draft step when drafts are chained.
   std::vector<float> mtp_forward(const StepInput& input, const float* final_hidden,
-                                 cache::LatentKvPool& kv, StepComm& comm);
+                                 cache::LatentKvPool& kv, StepComm& comm,
+                                 std::vector<float>* head_hidden = nullptr);
 
  private:
   void load(const std::filesystem::path& dir, bool with_mtp);
@@ -177,9 +180,10 @@ class DeepseekModel {
   void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
   void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
   // Normalises x's rows with norm, then head's vocabulary block, gathered over the group.
+  // normed_rows, if given, receives those normalised rows.
   std::vector<float> logits(const float* x, const std::vector<int64_t>& rows,
                             const std::vector<float>& norm, const kernels::Weight& head,
-                            StepComm& comm);
+                            StepComm& comm, std::vector<float>* normed_rows = nullptr);
   void linear(FlopKind kind, const float* x, int64_t m, const kernels::Weight& w, float* y);
   void linear_batch(FlopKind kind, std::span<const kernels::MatmulJob> jobs);
   void count_flops(FlopKind kind, int64_t m, const kernels::Weight& w);

@@ -18,7 +18,8 @@ struct KvCapacity {
   int64_t instance_tokens = 0;  // distinct tokens one model instance can hold
 };
 
+// mtp_layer: the MTP module's decoder layer keeps a cache row per token too.
 KvCapacity kv_capacity(const Topology& topology, const model::ModelConfig& config, KvDtype kv_dtype,
-                       int64_t budget_bytes_per_rank);
+                       int64_t budget_bytes_per_rank, bool mtp_layer = false);
 
 }  // namespace mlaserve::parallel

@@ -1,5 +1,6 @@
 #include "runtime/plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -96,17 +97,27 @@ bool GroupPlan::extend() const {
   return false;
 }
 
+int64_t PlannedSequence::n_mtp_rows() const {
+  return drafts_next() ? static_cast<int64_t>(new_tokens.size())
+                       : static_cast<int64_t>(mtp_tokens.size());
+}
+
 int64_t GroupPlan::n_mtp_tokens() const {
   int64_t n = 0;
-  for (const auto& s : seqs) n += static_cast<int64_t>(s.mtp_tokens.size());
+  for (const auto& s : seqs) n += s.n_mtp_rows();
   return n;
 }
 
 bool GroupPlan::mtp_extend() const {
   for (const auto& s : seqs) {
-    if (s.mtp_tokens.size() > 1 || (s.mtp_tokens.size() == 1 && s.n_cached == 0)) return true;
+    if (s.n_mtp_rows() > 1 || (s.n_mtp_rows() == 1 && s.n_cached == 0)) return true;
   }
   return false;
+}
+
+int64_t GroupPlan::n_drafting() const {
+  return std::count_if(seqs.begin(), seqs.end(),
+                       [](const PlannedSequence& s) { return s.drafts_next(); });
 }
 
 std::vector<uint8_t> StepPlan::encode() const {
@@ -126,6 +137,8 @@ std::vector<uint8_t> StepPlan::encode() const {
       put_sampling(w, s.sampling);
       w.put(s.top_logprobs);
       w.put_vector(s.mtp_tokens);
+      w.put(s.spec_steps);
+      w.put<uint8_t>(s.spec_verify);
     }
   }
   w.put_vector(released);
@@ -150,6 +163,8 @@ StepPlan StepPlan::decode(std::span<const uint8_t> bytes) {
       s.sampling = get_sampling(r);
       s.top_logprobs = r.get<int32_t>();
       s.mtp_tokens = r.get_vector<int32_t>();
+      s.spec_steps = r.get<int32_t>();
+      s.spec_verify = r.get<uint8_t>() != 0;
     }
   }
   plan.released = r.get_vector<uint64_t>();
@@ -167,6 +182,8 @@ std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results) 
     w.put_vector(res.top);
     w.put_vector(res.logits);
     w.put_vector(res.mtp_logits);
+    w.put_vector(res.tokens);
+    w.put_vector(res.drafts);
   }
   return std::move(w.bytes);
 }
@@ -181,6 +198,8 @@ std::vector<SequenceResult> decode_results(std::span<const uint8_t> bytes) {
     res.top = r.get_vector<sampling::TokenLogprob>();
     res.logits = r.get_vector<float>();
     res.mtp_logits = r.get_vector<float>();
+    res.tokens = r.get_vector<int32_t>();
+    res.drafts = r.get_vector<int32_t>();
   }
   return results;
 }

@@ -25,17 +25,33 @@ struct PlannedSequence {
   // The MTP module runs on the first mtp_tokens.size() new tokens: new token j (position i)
   // with mtp_tokens[j] = t_{i+1}; its logits (for t_{i+2}) come back with return_logits.
   std::vector<int32_t> mtp_tokens;
+  // NEXTN speculation (greedy; every rank of the group picks the same argmax): spec_steps > 0
+  // drafts that many tokens with the MTP module after this step's token is chosen. With
+  // spec_verify, new_tokens = [last token, drafts...] and the step keeps the drafts the main
+  // model agrees with, plus its own next token. kv_slots carry spec_steps - 1 more slots after
+  // the new tokens', for the chained drafts' MTP latents (scratch, freed after the step).
+  int32_t spec_steps = 0;
+  bool spec_verify = false;
 
   // One new token over a cached prefix (else it runs a prompt or a prompt chunk).
   bool is_decode() const { return new_tokens.size() == 1 && n_cached > 0; }
+  // Drafts the next tokens: speculation on, and this step picks the request's next token.
+  bool drafts_next() const { return spec_steps > 0 && sample; }
+  // Rows of this step the MTP module runs: every new token when drafting, else mtp_tokens'.
+  int64_t n_mtp_rows() const;
+  // KV slots of the tokens this step runs (kv_slots may carry scratch slots after them).
+  std::span<const int32_t> step_slots() const {
+    return std::span(kv_slots).first(static_cast<size_t>(n_cached) + new_tokens.size());
+  }
 };
 
 struct GroupPlan {
   std::vector<PlannedSequence> seqs;
   int64_t n_tokens() const;
   bool extend() const;  // any sequence runs a prompt (more than one token or nothing cached)
-  int64_t n_mtp_tokens() const;
-  bool mtp_extend() const;  // extend() of the MTP module's pass
+  int64_t n_mtp_tokens() const;  // MTP rows of the step's first MTP pass
+  int64_t n_drafting() const;    // sequences that draft (one row each in the chained passes)
+  bool mtp_extend() const;       // extend() of the MTP module's pass
 };
 
 struct StepPlan {
@@ -55,6 +71,8 @@ struct SequenceResult {
   std::vector<sampling::TokenLogprob> top;  // when top_logprobs > 0
   std::vector<float> logits;                // [rows, vocab] when return_logits
   std::vector<float> mtp_logits;            // [mtp rows, vocab] when return_logits
+  std::vector<int32_t> tokens;  // speculation: the accepted drafts then the model's next token
+  std::vector<int32_t> drafts;  // speculation: the next step's drafts
 };
 
 std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results);

@@ -72,35 +72,54 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   model::StepInput in;
   for (const PlannedSequence& s : mine.seqs) {
     const auto n_new = static_cast<int64_t>(s.new_tokens.size());
-    if (static_cast<int64_t>(s.kv_slots.size()) != s.n_cached + n_new) {
+    const int64_t scratch = s.drafts_next() ? s.spec_steps - 1 : 0;
+    if (static_cast<int64_t>(s.kv_slots.size()) != s.n_cached + n_new + scratch) {
       fail("internal: sequence {} has {} KV slots for {} tokens", s.id, s.kv_slots.size(),
-           s.n_cached + n_new);
+           s.n_cached + n_new + scratch);
     }
     for (int64_t j = 0; j < n_new; ++j) {
       in.tokens.push_back(s.new_tokens[static_cast<size_t>(j)]);
       in.positions.push_back(static_cast<int32_t>(s.n_cached + j));
-      if (s.all_logits || j == n_new - 1)
+      if (s.all_logits || s.spec_verify || j == n_new - 1)
         in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
     }
-    in.seqs.push_back({n_new, s.n_cached, s.kv_slots});
+    in.seqs.push_back({n_new, s.n_cached, s.step_slots()});
   }
   const bool mtp = std::any_of(plan.groups.begin(), plan.groups.end(),
                                [](const GroupPlan& g) { return g.n_mtp_tokens() > 0; });
   step_comm_.begin_step(group_rows, any_extend);
-  std::vector<float>& hidden = final_hidden_;
-  const std::vector<float> logits = model_.forward(in, kv_, step_comm_, mtp ? &hidden : nullptr);
+  const std::vector<float> logits =
+      model_.forward(in, kv_, step_comm_, mtp ? &final_hidden_ : nullptr);
   stats_.steps += 1;
   stats_.padded_rows += step_comm_.gather_layout().padded_rows();
-  const std::vector<float> mtp_logits = mtp ? run_mtp(plan, hidden) : std::vector<float>{};
-  if (!topology_.group_leader()) return {};
 
   const int64_t V = model_.config().vocab_size;
+  std::vector<Speculation> spec(mine.seqs.size());
+  int64_t row = 0;  // the sequence's first logits row
+  for (size_t i = 0; i < mine.seqs.size(); ++i) {
+    const PlannedSequence& s = mine.seqs[i];
+    if (s.drafts_next()) spec[i] = accept_drafts(s, logits.data() + row * V);
+    row += s.all_logits || s.spec_verify ? static_cast<int64_t>(s.new_tokens.size()) : 1;
+  }
+  const std::vector<float> mtp_logits = mtp ? run_mtp(plan, spec) : std::vector<float>{};
+  if (!topology_.group_leader()) return {};
+
   std::vector<SequenceResult> results;
-  int64_t row = 0, mtp_row = 0;
-  for (const PlannedSequence& s : mine.seqs) {
-    const int64_t rows = s.all_logits ? static_cast<int64_t>(s.new_tokens.size()) : 1;
+  int64_t mtp_row = 0;
+  row = 0;
+  for (size_t i = 0; i < mine.seqs.size(); ++i) {
+    const PlannedSequence& s = mine.seqs[i];
+    const int64_t rows =
+        s.all_logits || s.spec_verify ? static_cast<int64_t>(s.new_tokens.size()) : 1;
     const float* last = logits.data() + (row + rows - 1) * V;
-    SequenceResult r = pick_token(s, last);
+    SequenceResult r;
+    if (s.drafts_next()) {
+      r.id = s.id;
+      r.tokens = std::move(spec[i].tokens);
+      r.drafts = std::move(spec[i].drafts);
+    } else {
+      r = pick_token(s, last);
+    }
     if (s.return_logits) {
       r.logits.assign(logits.data() + row * V, last + V);
       const auto mtp_rows = static_cast<int64_t>(s.mtp_tokens.size());
@@ -114,43 +133,131 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   return results;
 }
 
-// The MTP module's pass over the planned rows of every sequence: new token j of a sequence is
-// its row j, with the main model's final hidden state of that row and the next token t_{i+1}
-// from the plan; it reuses the row's KV slot in the MTP layer's cache. Every group of the
-// instance runs it (an idle one with 0 rows) so the collectives match. Returns the logits of
-// every MTP row of this group, sequence by sequence.
-std::vector<float> Worker::run_mtp(const StepPlan& plan, const std::vector<float>& hidden) {
+// Greedy verification, on every rank of the group (they all hold the same logits): row j of a
+// verify step predicts the token after new_tokens[j], so drafts are kept while the model's
+// argmax agrees, and the model's own token at the first disagreement (or after the last draft)
+// comes with them. A prefill's last row gives the request's first token.
+Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float* rows) const {
+  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  const auto argmax = [&](int64_t r) {
+    return sampling::argmax(std::span(rows + static_cast<size_t>(r) * V, V));
+  };
+  Speculation spec;
+  if (!s.spec_verify) {
+    spec.accepted_row = static_cast<int64_t>(s.new_tokens.size()) - 1;
+    spec.tokens = {argmax(0)};
+    return spec;
+  }
+  const auto drafts = static_cast<int64_t>(s.new_tokens.size()) - 1;
+  int32_t next = argmax(0);
+  while (spec.accepted_row < drafts &&
+         next == s.new_tokens[static_cast<size_t>(spec.accepted_row + 1)]) {
+    spec.tokens.push_back(next);
+    spec.accepted_row += 1;
+    next = argmax(spec.accepted_row);
+  }
+  spec.tokens.push_back(next);
+  return spec;
+}
+
+// The MTP module's passes. The first runs over every planned MTP row: a drafting sequence's new
+// tokens (row j with the main model's final hidden state of that row and the token after it:
+// the next new token up to the accepted row, then the model's own token; rows past it are
+// rejected drafts whose latents land in slots about to be freed), and the teacher-forced rows of
+// mtp_tokens. Its logits at a drafting sequence's accepted row give the first draft; each chained
+// pass then runs one row per drafting sequence, at the next position, with the previous draft
+// and the previous pass's normalised output as h. Every group of the instance runs every pass
+// (an idle one with 0 rows) so the collectives match. Returns the teacher-forced rows' logits.
+std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation>& spec) {
   const int first_group = topology_.instance * topology_.groups_per_instance;
-  std::vector<int64_t> group_rows;
+  std::vector<int64_t> group_rows, drafting_rows;
   bool any_extend = false;
+  int32_t steps = 0;
   for (int g = 0; g < topology_.groups_per_instance; ++g) {
     const GroupPlan& gp = plan.groups[static_cast<size_t>(first_group + g)];
     group_rows.push_back(gp.n_mtp_tokens());
+    drafting_rows.push_back(gp.n_drafting());
     any_extend = any_extend || (gp.n_mtp_tokens() > 0 && gp.mtp_extend());
+    for (const PlannedSequence& s : gp.seqs)
+      steps = std::max(steps, s.drafts_next() ? s.spec_steps : 0);
   }
   if (std::all_of(group_rows.begin(), group_rows.end(), [](int64_t n) { return n == 0; }))
     return {};
-  const int64_t H = model_.config().hidden_size;
+  const int64_t H = model_.config().hidden_size, V = model_.config().vocab_size;
+  const std::vector<PlannedSequence>& seqs =
+      plan.groups[static_cast<size_t>(topology_.group())].seqs;
   model::StepInput in;
   std::vector<float>& h = mtp_hidden_;
   h.clear();
-  int64_t row = 0;  // the sequence's first row in the main pass
-  for (const PlannedSequence& s : plan.groups[static_cast<size_t>(topology_.group())].seqs) {
-    const auto n = static_cast<int64_t>(s.mtp_tokens.size());
+  std::vector<int64_t> teacher_rows, draft_rows;  // logit rows of in, in sequence order
+  int64_t row = 0;                                // the sequence's first row in the main pass
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const PlannedSequence& s = seqs[i];
+    const int64_t n = s.n_mtp_rows();
     if (n > static_cast<int64_t>(s.new_tokens.size()))
-      fail("internal: sequence {} has {} MTP tokens for {} new tokens", s.id, n,
-           s.new_tokens.size());
+      fail("internal: sequence {} has {} MTP rows for {} new tokens", s.id, n, s.new_tokens.size());
     for (int64_t j = 0; j < n; ++j) {
-      in.tokens.push_back(s.mtp_tokens[static_cast<size_t>(j)]);
+      int32_t next = 0;
+      if (!s.drafts_next()) {
+        next = s.mtp_tokens[static_cast<size_t>(j)];
+      } else {
+        next = j < spec[i].accepted_row ? s.new_tokens[static_cast<size_t>(j + 1)]
+                                        : spec[i].tokens.back();
+      }
+      in.tokens.push_back(next);
       in.positions.push_back(static_cast<int32_t>(s.n_cached + j));
-      in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
     }
-    h.insert(h.end(), hidden.begin() + row * H, hidden.begin() + (row + n) * H);
-    if (n > 0) in.seqs.push_back({n, s.n_cached, std::span(s.kv_slots).first(s.n_cached + n)});
+    const int64_t first = static_cast<int64_t>(in.tokens.size()) - n;
+    if (s.drafts_next()) {
+      draft_rows.push_back(first + spec[i].accepted_row);
+    } else {
+      for (int64_t j = 0; j < n; ++j) teacher_rows.push_back(first + j);
+    }
+    h.insert(h.end(), final_hidden_.begin() + row * H, final_hidden_.begin() + (row + n) * H);
+    if (n > 0)
+      in.seqs.push_back(
+          {n, s.n_cached, std::span(s.kv_slots).first(static_cast<size_t>(s.n_cached + n))});
     row += static_cast<int64_t>(s.new_tokens.size());
   }
+  in.logit_rows = teacher_rows;
+  in.logit_rows.insert(in.logit_rows.end(), draft_rows.begin(), draft_rows.end());
   step_comm_.begin_step(group_rows, any_extend);
-  return model_.mtp_forward(in, h.data(), kv_, step_comm_);
+  std::vector<float> head_hidden;
+  std::vector<float> logits = model_.mtp_forward(in, h.data(), kv_, step_comm_, &head_hidden);
+
+  // Chained drafts: the k-th draft of a sequence comes from the row at its accepted position
+  // + k - 1 (its MTP latent goes to the scratch slots the plan added).
+  const auto n_teacher = static_cast<int64_t>(teacher_rows.size());
+  std::vector<float> chain_h(head_hidden.begin() + n_teacher * H, head_hidden.end());
+  const std::vector<float> teacher_logits(logits.begin(), logits.begin() + n_teacher * V);
+  const auto take_drafts = [&](const std::vector<float>& draft_logits) {
+    size_t d = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (!seqs[i].drafts_next()) continue;
+      spec[i].drafts.push_back(sampling::argmax(
+          std::span(draft_logits.data() + d * static_cast<size_t>(V), static_cast<size_t>(V))));
+      ++d;
+    }
+  };
+  take_drafts(std::vector<float>(logits.begin() + n_teacher * V, logits.end()));
+  for (int32_t k = 2; k <= steps; ++k) {
+    model::StepInput chain;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const PlannedSequence& s = seqs[i];
+      if (!s.drafts_next()) continue;
+      const int64_t position = s.n_cached + spec[i].accepted_row + k - 1;
+      chain.tokens.push_back(spec[i].drafts.back());
+      chain.positions.push_back(static_cast<int32_t>(position));
+      chain.logit_rows.push_back(static_cast<int64_t>(chain.tokens.size()) - 1);
+      chain.seqs.push_back(
+          {1, position, std::span(s.kv_slots).first(static_cast<size_t>(position + 1))});
+    }
+    step_comm_.begin_step(drafting_rows, false);
+    std::vector<float> next_h;
+    take_drafts(model_.mtp_forward(chain, chain_h.data(), kv_, step_comm_, &next_h));
+    chain_h = std::move(next_h);
+  }
+  return teacher_logits;
 }
 
 // The group leader samples: greedy without penalties needs no state; anything else uses the

@@ -45,7 +45,15 @@ class Worker {
   StepPlan broadcast_plan(const StepPlan* plan);
   std::vector<SequenceResult> run(const StepPlan& plan);
   std::vector<SequenceResult> gather_results(const std::vector<SequenceResult>& mine);
-  std::vector<float> run_mtp(const StepPlan& plan, const std::vector<float>& hidden);
+  // A drafting sequence's outcome this step: the tokens it keeps, the last new row the main
+  // model agreed with (its MTP row gives the first draft), and the next step's drafts.
+  struct Speculation {
+    std::vector<int32_t> tokens;
+    int64_t accepted_row = 0;
+    std::vector<int32_t> drafts;
+  };
+  Speculation accept_drafts(const PlannedSequence& s, const float* rows) const;
+  std::vector<float> run_mtp(const StepPlan& plan, std::vector<Speculation>& spec);
   SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
 
   const parallel::Topology& topology_;

@@ -30,6 +30,13 @@ struct ActiveRequest {
   int64_t prefill_len = 0;
   int64_t cached_tokens = 0;  // prompt tokens reused from the radix cache at first admission
   int retractions = 0;
+  // NEXTN speculation (0: off for this request): tokens drafted per step, the drafts the next
+  // decode verifies, the slots a step used beyond the kept tokens (freed before the next plan),
+  // and the verify steps run so far.
+  int spec_steps = 0;
+  std::vector<int32_t> drafts;
+  std::vector<int32_t> scratch_slots;
+  int64_t spec_verify_ct = 0;
 
   int64_t prompt_len() const { return static_cast<int64_t>(request.prompt.size()); }
   int64_t n_generated() const { return static_cast<int64_t>(generated.size()); }
@@ -40,7 +47,13 @@ struct ActiveRequest {
   }
   std::vector<int32_t> fill_tokens(int64_t begin, int64_t end) const;
 
-  int64_t kv_tokens_needed() const { return prompt_len() + request.max_new_tokens; }
+  // A speculative step holds 2 * spec_steps slots past the kept tokens: the drafts it verifies
+  // and the chained drafts' MTP latents.
+  int64_t kv_tokens_needed() const {
+    return prompt_len() + request.max_new_tokens + 2 * spec_steps;
+  }
+  // Slots one decode step takes: the token (and drafts) it runs, and its scratch.
+  int64_t decode_slots() const { return spec_steps > 0 ? 2 * spec_steps : 1; }
   bool prefill_done() const { return n_prefilled == prefill_len; }
   // Fill tokens whose latents are in the KV pool (a prefill has written up to n_prefilled).
   int64_t n_computed() const {

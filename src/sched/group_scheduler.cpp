@@ -136,6 +136,7 @@ bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
 // Gives r's KV back: computed latents go to the radix cache (slots it already holds for the same
 // tokens are freed as duplicates), slots never written are freed.
 void GroupScheduler::release_kv(ActiveRequest& r) {
+  trim_speculation(r);
   const std::span<const int32_t> slots(r.slots);
   const int64_t computed = r.n_computed();
   int64_t keep = 0;  // leading slots now owned by the cache
@@ -153,6 +154,26 @@ void GroupScheduler::release_kv(ActiveRequest& r) {
   r.n_prefix_slots = 0;
 }
 
+// After a speculative step: frees its scratch slots and the slots of rejected drafts, so r holds
+// one slot per computed token again (all but the last kept token, which runs next).
+void GroupScheduler::trim_speculation(ActiveRequest& r) {
+  slots_.release(r.scratch_slots);
+  r.scratch_slots.clear();
+  if (r.spec_steps == 0 || !r.prefill_done()) return;
+  const auto computed = static_cast<size_t>(r.fill_len() - 1);
+  if (r.slots.size() <= computed) return;
+  slots_.release(std::span<const int32_t>(r.slots).subspan(computed));
+  r.slots.resize(computed);
+}
+
+// Marks p to draft r's next tokens with the MTP module, with the scratch slots its chained
+// drafts need after p's tokens.
+void GroupScheduler::add_speculation(ActiveRequest& r, runtime::PlannedSequence& p) {
+  p.spec_steps = r.spec_steps;
+  r.scratch_slots = allocate(r.spec_steps - 1);
+  p.kv_slots.insert(p.kv_slots.end(), r.scratch_slots.begin(), r.scratch_slots.end());
+}
+
 // The next chunk of r's prefill; the leader samples only after the last one.
 runtime::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t max_tokens) {
   runtime::PlannedSequence p;
@@ -165,19 +186,34 @@ runtime::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t
   p.sample = r.prefill_done();
   p.sampling = r.request.sampling;
   p.top_logprobs = r.request.logprobs ? r.request.top_logprobs : -1;
+  if (r.spec_steps > 0) {
+    r.drafts.clear();
+    if (p.sample) {
+      add_speculation(r, p);
+    } else {  // the MTP module's latents of this chunk, each row with the token after it
+      p.mtp_tokens = r.fill_tokens(p.n_cached + 1, p.n_cached + n + 1);
+    }
+  }
   return p;
 }
 
-// Runs r's last sampled token, whose latent goes to a newly allocated slot.
+// Runs r's last sampled token, whose latent goes to a newly allocated slot; with speculation,
+// followed by its drafts for the model to verify.
 runtime::PlannedSequence GroupScheduler::decode(ActiveRequest& r) {
-  r.slots.push_back(allocate(1).front());
   runtime::PlannedSequence p;
   p.id = r.id;
   p.n_cached = r.fill_len() - 1;
   p.new_tokens = {r.generated.back()};
+  p.new_tokens.insert(p.new_tokens.end(), r.drafts.begin(), r.drafts.end());
+  const std::vector<int32_t> fresh = allocate(static_cast<int64_t>(p.new_tokens.size()));
+  r.slots.insert(r.slots.end(), fresh.begin(), fresh.end());
   p.kv_slots = r.slots;
   p.sampling = r.request.sampling;
   p.top_logprobs = r.request.logprobs ? r.request.top_logprobs : -1;
+  if (r.spec_steps > 0) {
+    p.spec_verify = !r.drafts.empty();
+    add_speculation(r, p);
+  }
   return p;
 }
 
@@ -204,7 +240,7 @@ void GroupScheduler::admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budg
 // tokens first, then the longest prompt (SGLang's order: the least work is lost). A retracted
 // request keeps its generated tokens and is prefilled again (mostly from the radix cache) later.
 void GroupScheduler::retract_until_decode_fits() {
-  while (available() < decoding_count() && running_.size() > 1) {
+  while (available() < decode_slots() && running_.size() > 1) {
     const auto victim =
         std::min_element(running_.begin(), running_.end(), [](const auto& a, const auto& b) {
           if (a->n_generated() != b->n_generated()) return a->n_generated() < b->n_generated();
@@ -219,15 +255,17 @@ void GroupScheduler::retract_until_decode_fits() {
     retractions_ += 1;
     new_token_ratio_ = 1.0;
   }
-  if (available() < decoding_count()) {
+  if (available() < decode_slots()) {
     fail("KV pool of {} tokens cannot hold one decoding request", slots_.capacity());
   }
 }
 
-// Running requests past their prefill: each has sampled a token and runs it next.
-int64_t GroupScheduler::decoding_count() const {
-  return std::count_if(running_.begin(), running_.end(),
-                       [](const auto& r) { return r->prefill_done(); });
+// Slots the running requests past their prefill take this step: each has sampled a token and
+// runs it next (with its drafts and their scratch under speculation).
+int64_t GroupScheduler::decode_slots() const {
+  int64_t n = 0;
+  for (const auto& r : running_) n += r->prefill_done() ? r->decode_slots() : 0;
+  return n;
 }
 
 // Every running request whose prefill is done runs its last sampled token (without mixed steps
@@ -245,6 +283,7 @@ void GroupScheduler::decode_running(runtime::GroupPlan& plan) {
 
 runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   runtime::GroupPlan plan;
+  for (auto& r : running_) trim_speculation(*r);
   // Mixed steps: the decodes take their KV slots first, then prompt chunks fill the budget, so
   // the weights a step streams serve both and no decode waits behind a long prefill.
   if (limits_.mixed_steps) decode_running(plan);

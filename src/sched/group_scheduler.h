@@ -73,7 +73,9 @@ class GroupScheduler {
   runtime::PlannedSequence prefill_chunk(ActiveRequest& r, int64_t max_tokens);
   runtime::PlannedSequence decode(ActiveRequest& r);
   void admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budget, bool prefill_started);
-  int64_t decoding_count() const;
+  int64_t decode_slots() const;
+  void trim_speculation(ActiveRequest& r);
+  void add_speculation(ActiveRequest& r, runtime::PlannedSequence& p);
   void decode_running(runtime::GroupPlan& plan);
 
   GroupLimits limits_;

@@ -8,6 +8,14 @@ namespace mlaserve::sched {
 
 namespace {
 
+// Speculation is exact only for greedy choices without token-count state: penalties change the
+// logits per token and a sampled draft would need rejection sampling (not built yet).
+bool speculates(const GenerationRequest& r) {
+  const sampling::SamplingParams& p = r.sampling;
+  return p.greedy() && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+         p.repetition_penalty == 1.0f && !r.logprobs && r.top_logprobs == 0;
+}
+
 // Prompt tokens a step may always run per DP group, whatever the step-time target says, so
 // prefill moves on even when decoding alone takes the whole target.
 constexpr int64_t kMinPrefillTokensPerGroup = 128;
@@ -117,12 +125,18 @@ void ServingEngine::take_inbox() {
   for (std::promise<bool>& flush : flushes) flush.set_value(flush_all_groups());
   for (auto& r : incoming) {
     active_[r->id] = r;
-    if (r->request.prompt.empty() || r->kv_tokens_needed() > options_.context_length) {
+    if (r->request.prompt.empty() ||
+        r->prompt_len() + r->request.max_new_tokens > options_.context_length) {
       finish(
           *r, FinishReason::Rejected,
           fmt::format("prompt of {} tokens plus max_new_tokens {} exceeds the context of {} tokens",
                       r->prompt_len(), r->request.max_new_tokens, options_.context_length));
       continue;
+    }
+    if (options_.spec_steps > 0 && speculates(r->request) &&
+        r->prompt_len() + r->request.max_new_tokens + 2 * options_.spec_steps <=
+            options_.context_length) {
+      r->spec_steps = options_.spec_steps;
     }
     std::vector<LoadBalancer::GroupLoad> load;
     for (auto& g : groups_) {
@@ -150,31 +164,49 @@ void ServingEngine::take_inbox() {
 void ServingEngine::apply(const std::vector<runtime::SequenceResult>& results) {
   for (const runtime::SequenceResult& res : results) {
     auto it = active_.find(res.id);
-    if (it == active_.end() || res.token < 0) continue;
+    if (it == active_.end()) continue;
     ActiveRequest& r = *it->second;
-    r.generated.push_back(res.token);
-    tokens_generated_ += 1;
-    TokenEvent e;
-    e.token = res.token;
-    e.logprob = res.logprob;
-    e.top = res.top;
-    if (r.generated.size() == 1) {
-      e.prompt_tokens = r.prompt_len();
-      e.cached_tokens = r.cached_tokens;
+    if (res.tokens.empty()) {
+      if (res.token >= 0) emit(r, res, res.token);
+      continue;
     }
-    const auto& stops = r.request.stop_token_ids;
-    const auto& eos = options_.eos_token_ids;
-    const bool stop =
-        std::find(stops.begin(), stops.end(), res.token) != stops.end() ||
-        (!r.request.ignore_eos && std::find(eos.begin(), eos.end(), res.token) != eos.end());
-    const bool length = static_cast<int64_t>(r.generated.size()) >= r.request.max_new_tokens;
-    e.finish = stop ? FinishReason::Stop : length ? FinishReason::Length : FinishReason::None;
-    if (r.sink) r.sink(e);
-    if (e.finish != FinishReason::None) {
-      r.sink = nullptr;  // the finishing event was the last one
-      finish(r, e.finish);
+    // A speculative step: the drafts it kept, then the model's own token.
+    if (!r.drafts.empty()) {
+      r.spec_verify_ct += 1;
+      spec_verify_steps_ += 1;
+      spec_accepted_drafts_ += res.tokens.size() - 1;
+    }
+    r.drafts = res.drafts;
+    for (int32_t token : res.tokens) {
+      if (!emit(r, res, token)) break;
     }
   }
+}
+
+bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token) {
+  r.generated.push_back(token);
+  tokens_generated_ += 1;
+  TokenEvent e;
+  e.token = token;
+  e.logprob = res.logprob;
+  e.top = res.top;
+  if (r.generated.size() == 1) {
+    e.prompt_tokens = r.prompt_len();
+    e.cached_tokens = r.cached_tokens;
+  }
+  const auto& stops = r.request.stop_token_ids;
+  const auto& eos = options_.eos_token_ids;
+  const bool stop =
+      std::find(stops.begin(), stops.end(), token) != stops.end() ||
+      (!r.request.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end());
+  const bool length = static_cast<int64_t>(r.generated.size()) >= r.request.max_new_tokens;
+  e.finish = stop ? FinishReason::Stop : length ? FinishReason::Length : FinishReason::None;
+  e.spec_verify_ct = r.spec_verify_ct;
+  if (r.sink) r.sink(e);
+  if (e.finish == FinishReason::None) return true;
+  r.sink = nullptr;  // the finishing event was the last one
+  finish(r, e.finish);
+  return false;
 }
 
 bool ServingEngine::step_once(runtime::Worker& worker) {
@@ -274,6 +306,9 @@ void ServingEngine::publish_status() {
       {"max_prefill_tokens_per_group", options_.limits.max_prefill_tokens},
       {"radix_cache", options_.limits.radix_cache},
       {"mixed_chunk", options_.limits.mixed_steps},
+      {"speculative_num_steps", options_.spec_steps},
+      {"spec_verify_steps_total", spec_verify_steps_},
+      {"spec_accepted_drafts_total", spec_accepted_drafts_},
       {"max_step_time_ms", options_.max_step_time_ms},
       {"step_prefill_budget", step_budget_.prefill_tokens()},
       {"step_base_ms", step_budget_.base_ms()},

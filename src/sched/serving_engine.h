@@ -29,6 +29,9 @@ struct EngineOptions {
   LoadBalanceMethod load_balance = LoadBalanceMethod::CacheAware;
   int64_t context_length = 0;
   std::vector<int64_t> eos_token_ids;
+  // NEXTN speculative decoding: tokens the MTP module drafts per step (0: off). Greedy requests
+  // without penalties or logprobs speculate; the others decode one token per step.
+  int spec_steps = 0;
   nlohmann::json layout;  // reported by status()
 };
 
@@ -48,6 +51,8 @@ class ServingEngine final : public EngineHandle {
 
   // One round of the loop without waiting: for tests and the benchmark. Returns false if idle.
   bool step_once(runtime::Worker& worker);
+  // Appends one generated token to r and tells its client; false once r has finished.
+  bool emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token);
 
  private:
   void take_inbox();
@@ -75,7 +80,8 @@ class ServingEngine final : public EngineHandle {
   mutable std::mutex status_mutex_;
   nlohmann::json status_;
   uint64_t requests_finished_ = 0, tokens_generated_ = 0, prompt_tokens_ = 0, steps_ = 0;
-  uint64_t mixed_steps_ = 0;     // steps that decoded and prefilled together
+  uint64_t mixed_steps_ = 0;  // steps that decoded and prefilled together
+  uint64_t spec_verify_steps_ = 0, spec_accepted_drafts_ = 0;  // over every request
   uint64_t prefill_chunks_ = 0;  // prompt chunks that stopped short of the prompt's end
   int64_t running_peak_ = 0;     // the most requests running at once (all groups)
   double schedule_seconds_ = 0, step_seconds_ = 0;  // rank 0's planning, and whole busy steps

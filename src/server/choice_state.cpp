@@ -32,6 +32,7 @@ bool ChoiceState::apply(const sched::TokenEvent& event) {
     started_ = true;
     cached_tokens_ = event.cached_tokens;
   }
+  spec_verify_ct_ = event.spec_verify_ct;
   // The engine reports "stop" on the token that stopped it: EOS or a stop_token_id. Like SGLang
   // and vLLM, that token counts as generated but is not part of the text.
   const bool is_stop_token = event.finish == sched::FinishReason::Stop && event.token >= 0;

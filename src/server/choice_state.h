@@ -55,6 +55,8 @@ class ChoiceState {
   size_t prompt_index() const { return prompt_index_; }
   int64_t prompt_tokens() const { return prompt_tokens_; }
   int64_t cached_tokens() const { return cached_tokens_; }
+  // Speculative verify steps so far (completion_tokens / this = the accept length).
+  int64_t spec_verify_ct() const { return spec_verify_ct_; }
   int64_t max_new_tokens() const { return max_new_tokens_; }
   int64_t completion_tokens() const { return static_cast<int64_t>(output_ids_.size()); }
   const std::string& text() const { return text_; }
@@ -81,7 +83,7 @@ class ChoiceState {
   bool keep_logprobs_;
 
   bool started_ = false;
-  int64_t cached_tokens_ = 0;
+  int64_t cached_tokens_ = 0, spec_verify_ct_ = 0;
   std::string text_;
   std::vector<int32_t> output_ids_;
   std::vector<GeneratedToken> tokens_;

@@ -68,6 +68,7 @@ class NativeFormat final : public GenerationFormat {
         {"prompt_tokens", choice.prompt_tokens()},
         {"completion_tokens", choice.completion_tokens()},
         {"cached_tokens", choice.cached_tokens()},
+        {"spec_verify_ct", choice.spec_verify_ct()},
         {"finish_reason",
          finish_json(choice.finish() ? &*choice.finish() : nullptr, choice.max_new_tokens())},
         {"e2e_latency", seconds_since_request_arrival()},

@@ -34,7 +34,32 @@ struct ServeOptions {
   double max_step_time_ms = 500;
   std::string schedule_policy = "fcfs";
   std::string load_balance = "cache_aware";
+  std::string speculative_algorithm;
+  int speculative_num_steps = 0, speculative_eagle_topk = 1, speculative_num_draft_tokens = 0;
 };
+
+// SGLang's speculative flags, of which NEXTN (DeepSeek-V3's own MTP layer as the draft model)
+// with a chain of drafts (topk 1) is what runs here. Returns the drafts per step (0: off).
+int speculative_steps(const ServeOptions& o) {
+  if (o.speculative_algorithm.empty()) {
+    if (o.speculative_num_steps > 0 || o.speculative_num_draft_tokens > 0)
+      fail(
+          "--speculative-num-steps and --speculative-num-draft-tokens need "
+          "--speculative-algorithm NEXTN");
+    return 0;
+  }
+  if (o.speculative_algorithm != "NEXTN" && o.speculative_algorithm != "EAGLE")
+    fail("--speculative-algorithm {} is not supported (NEXTN: the model's MTP layer drafts)",
+         o.speculative_algorithm);
+  if (o.speculative_eagle_topk != 1)
+    fail("--speculative-eagle-topk {} is not supported: drafts form a chain (topk 1)",
+         o.speculative_eagle_topk);
+  const int steps = o.speculative_num_steps > 0 ? o.speculative_num_steps : 1;
+  if (o.speculative_num_draft_tokens > 0 && o.speculative_num_draft_tokens != steps + 1)
+    fail("--speculative-num-draft-tokens {} must be --speculative-num-steps + 1 = {} with topk 1",
+         o.speculative_num_draft_tokens, steps + 1);
+  return steps;
+}
 
 sched::ServingEngine* g_engine = nullptr;
 extern "C" void on_signal(int) {
@@ -54,8 +79,8 @@ void resolve_defaults(ServeOptions& o) {
 
 sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topology& topo,
                                     const model::ModelConfig& cfg) {
-  const parallel::KvCapacity kv =
-      parallel::kv_capacity(topo, cfg, o.model.kv_dtype(), o.kv_cache_mib << 20);
+  const parallel::KvCapacity kv = parallel::kv_capacity(
+      topo, cfg, o.model.kv_dtype(), o.kv_cache_mib << 20, speculative_steps(o) > 0);
   if (kv.per_rank_tokens < 1)
     fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib,
          kv.bytes_per_token);
@@ -82,6 +107,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.limits.policy = sched::parse_schedule_policy(o.schedule_policy);
   e.load_balance = sched::parse_load_balance_method(o.load_balance);
   e.context_length = cfg.max_position_embeddings;
+  e.spec_steps = speculative_steps(o);
   e.eos_token_ids = cfg.eos_token_ids;
   e.layout = {{"tp", o.parallel.layout.tp},
               {"dp", o.parallel.layout.dp},
@@ -96,7 +122,8 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
               {"kv_cache_dtype", std::string(kv_dtype_name(o.model.kv_dtype()))},
               {"kv_bytes_per_token", kv.bytes_per_token},
               {"kv_tokens_per_rank", e.kv_tokens_per_group},
-              {"kv_tokens_per_instance", instance_tokens}};
+              {"kv_tokens_per_instance", instance_tokens},
+              {"speculative_algorithm", e.spec_steps > 0 ? "NEXTN" : ""}};
   spdlog::info(
       "serve: layout {}, KV cache {} ({} bytes per token), max_total_num_tokens {} per rank ({} "
       "per instance, --kv-cache-memory {} MiB holds {})",
@@ -112,7 +139,8 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
   parallel::check_model_fits(topo, cfg);
   const sched::EngineOptions eo = engine_options(o, topo, cfg);
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
+  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout,
+                             eo.spec_steps > 0);
   spdlog::info("serve: rank {} holds {:.1f} MB of weights ({}); peak RSS so far {:.1f} MB",
                mpi.rank(), static_cast<double>(model.resident_weight_bytes()) / 1e6,
                model.weight_format_description(),
@@ -203,6 +231,21 @@ void add_serve(CLI::App& app) {
                   "minimum_tokens (fewest outstanding tokens) or round_robin")
       ->check(CLI::IsMember({"round_robin", "minimum_tokens", "cache_aware"}))
       ->capture_default_str();
+  cmd->add_option("--speculative-algorithm", o->speculative_algorithm,
+                  "NEXTN: speculative decoding with the checkpoint's own multi-token-prediction "
+                  "layer as the draft model (DeepSeek-V3; EAGLE is accepted as a synonym). Each "
+                  "step drafts --speculative-num-steps tokens and the model verifies them in one "
+                  "pass; greedy requests without penalties or logprobs speculate (their output is "
+                  "identical), the others decode one token per step")
+      ->check(CLI::IsMember({"NEXTN", "EAGLE"}));
+  cmd->add_option("--speculative-num-steps", o->speculative_num_steps,
+                  "Draft tokens per step (default 1 with --speculative-algorithm)")
+      ->check(CLI::Range(1, 8));
+  cmd->add_option("--speculative-eagle-topk", o->speculative_eagle_topk,
+                  "Drafts per position: 1 (a chain) is what runs")
+      ->capture_default_str();
+  cmd->add_option("--speculative-num-draft-tokens", o->speculative_num_draft_tokens,
+                  "Tokens a verify step runs: --speculative-num-steps + 1 (the default)");
   cmd->callback([o] {
     runtime::run_ranks(o->parallel.layout.world_size(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*o, mpi); });

@@ -1,0 +1,187 @@
+// NEXTN speculative decoding end to end on brown-tiny-mtp (float32): greedy outputs equal the
+// reference's and those of the same server without speculation, alone and 32 at a time, at
+// tp 1 and under DP attention; the accept length meta_info reports is what the MTP layer's
+// reference acceptance implies; requests that cannot speculate (sampling) run unchanged; flags
+// that cannot run are clear errors.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "support/command.h"
+#include "support/files.h"
+#include "support/server_process.h"
+
+namespace mlaserve::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kModel = "--model models/brown-tiny-mtp ";
+
+const json& cases() {
+  static const json c = read_json("models/brown-tiny-mtp/reference.json")["mtp"]["cases"];
+  return c;
+}
+
+std::vector<int> ids_of(const json& c) {
+  return c["ids"].get<std::vector<int>>();
+}
+
+// Greedy /generate without logprobs (a request that asks for them does not speculate).
+json greedy(const ServerProcess& server, const std::vector<int>& ids, int max_new) {
+  const json body = {
+      {"input_ids", ids},
+      {"sampling_params", {{"max_new_tokens", max_new}, {"temperature", 0}, {"ignore_eos", true}}}};
+  return server.call("/generate", &body);
+}
+
+std::vector<int> output_ids(const json& answer) {
+  return answer.value("output_ids", std::vector<int>{});
+}
+
+struct SpecRun {
+  std::vector<std::vector<int>> outputs;
+  int64_t tokens = 0, verify_steps = 0;
+  double accept_length() const {
+    return static_cast<double>(tokens - static_cast<int64_t>(outputs.size())) /
+           static_cast<double>(verify_steps);
+  }
+};
+
+// Every reference prompt alone, 48 greedy tokens (its reference continuation's length).
+SpecRun run_cases(const ServerProcess& server) {
+  SpecRun run;
+  for (const json& c : cases()) {
+    const json answer = greedy(server, ids_of(c), 48);
+    run.outputs.push_back(output_ids(answer));
+    run.tokens += answer["meta_info"]["completion_tokens"].get<int64_t>();
+    run.verify_steps += answer["meta_info"]["spec_verify_ct"].get<int64_t>();
+  }
+  return run;
+}
+
+// Verify steps one draft per step takes for 48 tokens, from the reference's drafts: with the
+// last generated token at position q, the draft for q + 1 is the MTP row at q - 1 (which reads
+// t_q); kept, the step yields t_{q+1} and the model's t_{q+2}, else t_{q+1} alone.
+int64_t expected_verify_steps_one_draft() {
+  int64_t steps = 0;
+  for (const json& c : cases()) {
+    const auto n = static_cast<int64_t>(c["ids"].size());
+    const std::vector<int> greedy_ids = c["greedy"].get<std::vector<int>>();
+    std::map<int64_t, int> draft_at;
+    for (const json& row : c["mtp_rows"]) draft_at[row["position"].get<int64_t>()] = row["draft"];
+    int64_t generated = 1, q = n;  // the prefill gives t_n
+    while (generated < 48) {
+      steps += 1;
+      const bool kept = draft_at.at(q - 1) == greedy_ids[static_cast<size_t>(q + 1 - n)];
+      generated += kept ? 2 : 1;
+      q += kept ? 2 : 1;
+    }
+  }
+  return steps;
+}
+
+// /get_server_info's speculation counters once the engine has published the last step (it
+// answers the last request just before).
+json engine_info_with_verify_steps(const ServerProcess& server, int64_t verify_steps) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  json info = server.call("/get_server_info")["engine"];
+  while (info["spec_verify_steps_total"].get<int64_t>() != verify_steps &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    info = server.call("/get_server_info")["engine"];
+  }
+  return info;
+}
+
+class Speculative : public ::testing::TestWithParam<std::string> {};  // layout flags
+
+// Alone: the reference's greedy continuations exactly, at 1, 2 and 3 drafts per step; with one
+// draft, exactly the verify steps the reference's drafts imply.
+TEST_P(Speculative, GreedyOutputsEqualTheReferenceAtEveryDraftLength) {
+  for (int steps : {1, 2, 3}) {
+    SCOPED_TRACE("--speculative-num-steps " + std::to_string(steps));
+    ServerProcess server(kModel + GetParam() + " --speculative-algorithm NEXTN " +
+                         "--speculative-num-steps " + std::to_string(steps));
+    ASSERT_GT(server.port(), 0);
+    const SpecRun run = run_cases(server);
+    for (size_t i = 0; i < cases().size(); ++i)
+      EXPECT_EQ(run.outputs[i], cases()[i]["greedy"].get<std::vector<int>>()) << "case " << i;
+    // Each verify step keeps its accepted drafts and one token of the model's.
+    EXPECT_GT(run.verify_steps, 0);
+    EXPECT_GT(run.accept_length(), 1.4);
+    EXPECT_LE(run.accept_length(), steps + 1.0);
+    if (steps == 1) {
+      EXPECT_EQ(run.verify_steps, expected_verify_steps_one_draft());
+    }
+    const json info = engine_info_with_verify_steps(server, run.verify_steps);
+    EXPECT_EQ(info["speculative_num_steps"], steps);
+    EXPECT_EQ(info["spec_verify_steps_total"].get<int64_t>(), run.verify_steps);
+  }
+}
+
+// 32 requests at once, continuations of 3..120-token prompts: each as it is alone without
+// speculation, with verify steps of different accept lengths batched together.
+TEST_P(Speculative, ConcurrentRequestsEqualTheirOutputAlone) {
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 32; ++i) {
+    std::vector<int> p{0};
+    for (int j = 0; j < 3 + (i * 37) % 118; ++j) p.push_back(100 + (i * 53 + j * 17) % 3900);
+    prompts.push_back(p);
+  }
+  std::vector<std::vector<int>> alone;
+  {
+    ServerProcess plain(kModel + GetParam());
+    ASSERT_GT(plain.port(), 0);
+    for (const auto& p : prompts) alone.push_back(output_ids(greedy(plain, p, 24)));
+  }
+  ServerProcess server(kModel + GetParam() +
+                       " --speculative-algorithm NEXTN --speculative-num-steps 3");
+  ASSERT_GT(server.port(), 0);
+  std::vector<std::future<std::vector<int>>> futures;
+  for (const auto& p : prompts)
+    futures.push_back(
+        std::async(std::launch::async, [&server, p] { return output_ids(greedy(server, p, 24)); }));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(futures[i].get(), alone[i]) << "request " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Speculative,
+                         ::testing::Values("", "--tp 4 --dp 2 --enable-dp-attention"));
+
+// A sampled request does not speculate: with a seed it gives what the server without
+// speculation gives, and reports no verify step.
+TEST(SpeculativeSampling, SampledRequestsRunUnchanged) {
+  const json body = {
+      {"input_ids", ids_of(cases()[0])},
+      {"sampling_params",
+       {{"temperature", 1.0}, {"seed", 7}, {"max_new_tokens", 16}, {"ignore_eos", true}}}};
+  json answers[2];
+  for (int spec = 0; spec < 2; ++spec) {
+    ServerProcess server(kModel + (spec ? "--speculative-algorithm NEXTN" : ""));
+    ASSERT_GT(server.port(), 0);
+    answers[spec] = server.call("/generate", &body);
+  }
+  EXPECT_EQ(answers[0]["output_ids"], answers[1]["output_ids"]);
+  EXPECT_EQ(answers[1]["meta_info"]["spec_verify_ct"], 0);
+}
+
+TEST(SpeculativeFlags, WhatCannotRunIsAClearError) {
+  const std::string serve = mlaserve_bin() + " serve --port 0 ";
+  expect_fails_fast(serve + "--model models/brown-tiny --speculative-algorithm NEXTN", 30,
+                    {"no multi-token-prediction layer"});
+  expect_fails_fast(serve + kModel + "--speculative-algorithm NEXTN --speculative-eagle-topk 4", 30,
+                    {"--speculative-eagle-topk 4 is not supported"});
+  expect_fails_fast(serve + kModel +
+                        "--speculative-algorithm NEXTN --speculative-num-steps 2 "
+                        "--speculative-num-draft-tokens 5",
+                    30, {"must be --speculative-num-steps + 1 = 3"});
+  expect_fails_fast(serve + kModel + "--speculative-num-steps 2", 30,
+                    {"need --speculative-algorithm NEXTN"});
+}
+
+}  // namespace
+}  // namespace mlaserve::testing
