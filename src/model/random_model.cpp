@@ -159,6 +159,20 @@ void write_layer(Writer& w, const ModelConfig& c, int64_t i) {
   }
 }
 
+// DeepSeek-V3's MTP module as layer L = num_hidden_layers (random like the rest: its drafts
+// are rarely accepted, but a verify step costs what it costs with a trained one).
+void write_mtp_layer(Writer& w, const ModelConfig& c) {
+  const int64_t L = c.num_hidden_layers, H = c.hidden_size, V = c.vocab_size;
+  const std::string p = fmt::format("model.layers.{}.", L);
+  w.ones(p + "enorm.weight", H);
+  w.ones(p + "hnorm.weight", H);
+  w.matrix(p + "eh_proj.weight", H, 2 * H, 1.0 / std::sqrt(2 * H), true);
+  write_layer(w, c, L);
+  w.ones(p + "shared_head.norm.weight", H);
+  w.matrix(p + "shared_head.head.weight", V, H, 1.0 / std::sqrt(H), false);
+  w.matrix(p + "embed_tokens.weight", V, H, 1.0, false);
+}
+
 }  // namespace
 
 void write_random_model(const nlohmann::json& config, const std::filesystem::path& out_dir,
@@ -176,6 +190,7 @@ void write_random_model(const nlohmann::json& config, const std::filesystem::pat
   Writer w(seed, format);
   w.matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size, 1.0, false);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) write_layer(w, c, i);
+  if (c.num_nextn_predict_layers > 0) write_mtp_layer(w, c);
   w.ones("model.norm.weight", c.hidden_size);
   if (!c.tie_word_embeddings) {
     w.matrix("lm_head.weight", c.vocab_size, c.hidden_size, 1.0 / std::sqrt(c.hidden_size), false);
