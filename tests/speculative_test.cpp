@@ -169,6 +169,39 @@ TEST(SpeculativeSampling, SampledRequestsRunUnchanged) {
   EXPECT_EQ(answers[1]["meta_info"]["spec_verify_ct"], 0);
 }
 
+// A made model with a random MTP layer and odd shapes (6 heads, a dense layer between MoE
+// layers): its drafts are rarely right, and the outputs are still the model's own.
+TEST(SpeculativeMadeModel, RandomDraftsChangeNothing) {
+  TempDir tmp;
+  json config = read_json("tests/data/configs/odd-v3.json");
+  config["num_nextn_predict_layers"] = 1;
+  write_json(tmp.path() / "config.json", config);
+  const std::string model = (tmp.path() / "model").string();
+  const CommandResult made =
+      run_command(mlaserve_bin() + " make-model --config " + (tmp.path() / "config.json").string() +
+                  " --out " + model + " --tokenizer models/brown-tiny 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  for (const std::string layout : {"", "--tp 2 --dp 2 --enable-dp-attention"}) {
+    std::vector<std::vector<int>> outputs[2];
+    int64_t verify_steps = 0;
+    for (int spec = 0; spec < 2; ++spec) {
+      ServerProcess server(
+          "--model " + model + " " + layout +
+          (spec ? " --speculative-algorithm NEXTN --speculative-num-steps 2" : ""));
+      ASSERT_GT(server.port(), 0);
+      for (int i = 0; i < 6; ++i) {
+        std::vector<int> prompt{0};
+        for (int j = 0; j < 2 + 5 * i; ++j) prompt.push_back(3 + (i * 41 + j * 7) % 290);
+        const json answer = greedy(server, prompt, 12);
+        outputs[spec].push_back(output_ids(answer));
+        verify_steps += answer["meta_info"]["spec_verify_ct"].get<int64_t>();
+      }
+    }
+    EXPECT_EQ(outputs[0], outputs[1]) << layout;
+    EXPECT_GE(verify_steps, 6 * 11 / 3) << layout;  // 11 tokens after the first, at most 3 a step
+  }
+}
+
 TEST(SpeculativeFlags, WhatCannotRunIsAClearError) {
   const std::string serve = mlaserve_bin() + " serve --port 0 ";
   expect_fails_fast(serve + "--model models/brown-tiny --speculative-algorithm NEXTN", 30,
