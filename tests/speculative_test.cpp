@@ -120,6 +120,17 @@ TEST_P(Speculative, GreedyOutputsEqualTheReferenceAtEveryDraftLength) {
     const json info = engine_info_with_verify_steps(server, run.verify_steps);
     EXPECT_EQ(info["speculative_num_steps"], steps);
     EXPECT_EQ(info["spec_verify_steps_total"].get<int64_t>(), run.verify_steps);
+    // Every verify step keeps its accepted drafts and one token of the model's; a request's
+    // last step may agree with drafts past max_new_tokens, which count but are not sent.
+    const int64_t accepted = run.tokens - static_cast<int64_t>(cases().size()) - run.verify_steps;
+    const auto counted = info["spec_accepted_drafts_total"].get<int64_t>();
+    EXPECT_GE(counted, accepted);
+    EXPECT_LE(counted, accepted + static_cast<int64_t>(cases().size()) * steps);
+    const std::string metrics = ServerApi(server.port()).metrics();
+    EXPECT_EQ(metric_value(metrics, "mlaserve_spec_verify_steps_total"),
+              static_cast<double>(run.verify_steps));
+    EXPECT_EQ(metric_value(metrics, "mlaserve_spec_accepted_drafts_total"),
+              static_cast<double>(counted));
   }
 }
 

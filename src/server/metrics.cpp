@@ -75,6 +75,10 @@ void render_engine_totals(std::string& out, const nlohmann::json& status) {
        "KV cache capacity, in tokens."},
       {"kv_usage", "mlaserve_kv_cache_usage_ratio", "gauge", "Fraction of the KV cache in use."},
       {"steps", "mlaserve_engine_steps_total", "counter", "Engine forward steps."},
+      {"spec_verify_steps_total", "mlaserve_spec_verify_steps_total", "counter",
+       "Speculative steps that verified drafts (accept length = 1 + accepted / verify steps)."},
+      {"spec_accepted_drafts_total", "mlaserve_spec_accepted_drafts_total", "counter",
+       "Draft tokens the model agreed with."},
   };
   for (const Series& series : kSeries) {
     series_from(out, status, series.key, series.name, series.type, series.help);
