@@ -149,15 +149,28 @@ TEST_P(Speculative, ConcurrentRequestsEqualTheirOutputAlone) {
     ASSERT_GT(plain.port(), 0);
     for (const auto& p : prompts) alone.push_back(output_ids(greedy(plain, p, 24)));
   }
-  ServerProcess server(kModel + GetParam() +
-                       " --speculative-algorithm NEXTN --speculative-num-steps 3");
-  ASSERT_GT(server.port(), 0);
-  std::vector<std::future<std::vector<int>>> futures;
-  for (const auto& p : prompts)
-    futures.push_back(
-        std::async(std::launch::async, [&server, p] { return output_ids(greedy(server, p, 24)); }));
-  for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(futures[i].get(), alone[i]) << "request " << i;
+  // As is, then with prompts in chunks (96 tokens a step, split over the DP groups) and a KV
+  // pool too small for all of them, so
+  // that requests are retracted and prefilled again (their drafts dropped) mid-generation.
+  for (const std::string extra : {"", " --chunked-prefill-size 96 --max-total-tokens 300"}) {
+    SCOPED_TRACE(extra);
+    ServerProcess server(kModel + GetParam() +
+                         " --speculative-algorithm NEXTN --speculative-num-steps 3" + extra);
+    ASSERT_GT(server.port(), 0);
+    std::vector<std::future<std::vector<int>>> futures;
+    for (const auto& p : prompts) {
+      futures.push_back(std::async(std::launch::async,
+                                   [&server, p] { return output_ids(greedy(server, p, 24)); }));
+    }
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(futures[i].get(), alone[i]) << "request " << i;
+    if (extra.empty()) continue;
+    const json info = server.call("/get_server_info")["engine"];
+    int64_t retractions = 0;
+    for (const json& g : info["load"]) retractions += g["retractions"].get<int64_t>();
+    EXPECT_GT(retractions, 0);
+    EXPECT_GT(info["partial_prefill_chunks"].get<int64_t>(), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Speculative,
