@@ -150,8 +150,8 @@ TEST_P(Speculative, ConcurrentRequestsEqualTheirOutputAlone) {
     for (const auto& p : prompts) alone.push_back(output_ids(greedy(plain, p, 24)));
   }
   // As is, then with prompts in chunks (96 tokens a step, split over the DP groups) and a KV
-  // pool too small for all of them, so
-  // that requests are retracted and prefilled again (their drafts dropped) mid-generation.
+  // pool too small for all of them, so that requests are retracted and prefilled again (their
+  // drafts dropped) mid-generation.
   for (const std::string extra : {"", " --chunked-prefill-size 96 --max-total-tokens 300"}) {
     SCOPED_TRACE(extra);
     ServerProcess server(kModel + GetParam() +
