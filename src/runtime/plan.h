@@ -25,7 +25,7 @@ struct PlannedSequence {
   // The MTP module runs on the first mtp_tokens.size() new tokens: new token j (position i)
   // with mtp_tokens[j] = t_{i+1}; its logits (for t_{i+2}) come back with return_logits.
   std::vector<int32_t> mtp_tokens;
-  // NEXTN speculation (greedy; every rank of the group picks the same argmax): spec_steps > 0
+  // NEXTN speculation (every rank of the group makes the same choices): spec_steps > 0
   // drafts that many tokens with the MTP module after this step's token is chosen. With
   // spec_verify, new_tokens = [last token, drafts...] and the step keeps the drafts the main
   // model agrees with, plus its own next token. kv_slots carry spec_steps - 1 more slots after

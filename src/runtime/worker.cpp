@@ -133,30 +133,40 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   return results;
 }
 
-// Greedy verification, on every rank of the group (they all hold the same logits): row j of a
-// verify step predicts the token after new_tokens[j], so drafts are kept while the model's
-// argmax agrees, and the model's own token at the first disagreement (or after the last draft)
-// comes with them. A prefill's last row gives the request's first token.
-Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float* rows) const {
+// Verification, on every rank of the group alike (they hold the same logits, and the random
+// choices come from counter_uniform of the request's seed and the token's position): row j of
+// a verify step gives the distribution of the token after new_tokens[j], against which draft
+// j + 1 is kept or replaced (speculative sampling: the tokens are distributed as without
+// drafts; greedy keeps a draft that is the argmax). Past the last kept draft the row's own
+// choice comes with them. A prefill's last row gives the request's first token.
+Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float* rows) {
   const auto V = static_cast<size_t>(model_.config().vocab_size);
-  const auto argmax = [&](int64_t r) {
-    return sampling::argmax(std::span(rows + static_cast<size_t>(r) * V, V));
+  const uint64_t seed = s.sampling.seed.value_or(0);
+  const auto row = [&](int64_t r) { return std::span(rows + static_cast<size_t>(r) * V, V); };
+  // The uniform streams of the token at `position`: 0 accepts a draft, 1 draws instead.
+  const auto u = [&](int64_t position, uint64_t stream) {
+    return sampling::counter_uniform(seed, position, stream);
   };
   Speculation spec;
+  const auto n_new = static_cast<int64_t>(s.new_tokens.size());
   if (!s.spec_verify) {
-    spec.accepted_row = static_cast<int64_t>(s.new_tokens.size()) - 1;
-    spec.tokens = {argmax(0)};
+    spec.accepted_row = n_new - 1;
+    spec.tokens = {sampling::draw_with(row(0), s.sampling, u(s.n_cached + n_new, 1), candidates_)};
     return spec;
   }
-  const auto drafts = static_cast<int64_t>(s.new_tokens.size()) - 1;
-  int32_t next = argmax(0);
-  while (spec.accepted_row < drafts &&
-         next == s.new_tokens[static_cast<size_t>(spec.accepted_row + 1)]) {
-    spec.tokens.push_back(next);
-    spec.accepted_row += 1;
-    next = argmax(spec.accepted_row);
+  for (int64_t j = 0; j < n_new; ++j) {
+    const int64_t position = s.n_cached + j + 1;
+    spec.accepted_row = j;
+    if (j == n_new - 1) {
+      spec.tokens.push_back(sampling::draw_with(row(j), s.sampling, u(position, 1), candidates_));
+      break;
+    }
+    const sampling::SpeculativeChoice c =
+        sampling::verify_draft(row(j), s.sampling, s.new_tokens[static_cast<size_t>(j + 1)],
+                               u(position, 0), u(position, 1), candidates_);
+    spec.tokens.push_back(c.token);
+    if (!c.accepted) break;
   }
-  spec.tokens.push_back(next);
   return spec;
 }
 

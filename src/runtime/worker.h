@@ -52,7 +52,7 @@ class Worker {
     int64_t accepted_row = 0;
     std::vector<int32_t> drafts;
   };
-  Speculation accept_drafts(const PlannedSequence& s, const float* rows) const;
+  Speculation accept_drafts(const PlannedSequence& s, const float* rows);
   std::vector<float> run_mtp(const StepPlan& plan, std::vector<Speculation>& spec);
   SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
 
@@ -63,6 +63,7 @@ class Worker {
   cache::LatentKvPool kv_;
   StepStats stats_;
   std::vector<float> final_hidden_, mtp_hidden_;  // the MTP pass's inputs, kept between steps
+  std::vector<sampling::Candidate> candidates_;   // accept_drafts' scratch
   std::unordered_map<uint64_t, sampling::Sampler>
       samplers_;  // group leaders: one per sampled request
 };

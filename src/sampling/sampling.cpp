@@ -201,6 +201,56 @@ int32_t Sampler::draw(std::span<const Candidate> candidates) {
   return candidates.back().id;
 }
 
+namespace {
+
+// The token at cumulative mass u of candidates whose probabilities sum to `total`.
+int32_t pick(std::span<const Candidate> candidates, double u, double total, int32_t skip) {
+  const double target = u * total;
+  double mass = 0.0;
+  int32_t last = -1;
+  for (const Candidate& c : candidates) {
+    if (c.id == skip) continue;
+    mass += c.prob;
+    last = c.id;
+    if (target < mass) return c.id;
+  }
+  return last;  // rounding can leave the sum a hair below the total
+}
+
+}  // namespace
+
+int32_t draw_with(std::span<const float> logits, const SamplingParams& params, double u,
+                  std::vector<Candidate>& scratch) {
+  if (params.greedy()) return checked_argmax(logits);
+  filter(logits, params, scratch);
+  return pick(scratch, u, 1.0, -1);
+}
+
+SpeculativeChoice verify_draft(std::span<const float> logits, const SamplingParams& params,
+                               int32_t draft, double accept_u, double draw_u,
+                               std::vector<Candidate>& scratch) {
+  if (params.greedy()) {
+    const int32_t best = checked_argmax(logits);
+    return {best, best == draft};
+  }
+  filter(logits, params, scratch);
+  double p_draft = 0.0;
+  for (const Candidate& c : scratch)
+    if (c.id == draft) p_draft = c.prob;
+  if (accept_u < p_draft) return {draft, true};
+  return {pick(scratch, draw_u, 1.0 - p_draft, draft), false};
+}
+
+double counter_uniform(uint64_t seed, int64_t position, uint64_t stream) {
+  uint64_t z = seed ^ (static_cast<uint64_t>(position) * 0x9E3779B97F4A7C15ull) ^
+               (stream * 0xD1B54A32D192ED03ull);
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
 LogprobResult logprobs(std::span<const float> raw_logits, int32_t chosen, int top_n) {
   if (chosen < 0 || static_cast<size_t>(chosen) >= raw_logits.size()) {
     fail("chosen token {} is outside the vocabulary of {} logits", chosen, raw_logits.size());

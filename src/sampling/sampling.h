@@ -75,6 +75,29 @@ class Sampler {
   std::vector<Candidate> candidates_;  // scratch reused across calls
 };
 
+// Speculative sampling against a draft that proposes one token with certainty (a greedy draft:
+// q is one-hot). The target p = filter(logits, params) keeps the draft with probability p(draft)
+// (min(1, p/q)); otherwise the token is drawn from p without the draft, renormalised (the
+// normalised max(0, p - q)). The result is distributed exactly as p, whatever the draft (the
+// standard argument of speculative sampling). `accept_u` and `draw_u` are uniforms in [0, 1).
+// Returns the token; accepted tells whether it is the draft.
+struct SpeculativeChoice {
+  int32_t token;
+  bool accepted;
+};
+SpeculativeChoice verify_draft(std::span<const float> logits, const SamplingParams& params,
+                               int32_t draft, double accept_u, double draw_u,
+                               std::vector<Candidate>& scratch);
+
+// A draw from filter(logits, params) with the uniform u in [0, 1).
+int32_t draw_with(std::span<const float> logits, const SamplingParams& params, double u,
+                  std::vector<Candidate>& scratch);
+
+// Uniforms that every rank computes alike: a hash of (seed, position, stream) mapped to [0, 1)
+// (splitmix64), so ranks that hold the same logits make the same random choices without
+// exchanging them.
+double counter_uniform(uint64_t seed, int64_t position, uint64_t stream);
+
 // Log-probabilities (log_softmax of the raw logits) for the logprobs fields of the API.
 struct TokenLogprob {
   int32_t id;

@@ -387,3 +387,66 @@ TEST(Sampling, LogprobsMatchLogSoftmaxAndTopIsSortedDescending) {
 
 }  // namespace
 }  // namespace mlaserve::sampling
+
+namespace mlaserve::sampling {
+namespace {
+
+// Speculative sampling against a one-hot draft leaves the target distribution unchanged, for
+// every draft (likely, unlikely, filtered out): 400,000 draws per draft, each token's frequency
+// within 5 standard errors of filter()'s probability.
+TEST(VerifyDraft, KeepsTheTargetDistributionForEveryDraft) {
+  const std::vector<float> logits = {2.0f, 1.5f, 0.3f, -0.5f, -3.0f, 1.0f};
+  SamplingParams params;
+  params.temperature = 0.8f;
+  params.top_p = 0.95f;
+  std::vector<Candidate> target;
+  filter(logits, params, target);
+  std::vector<double> p(logits.size(), 0.0);
+  for (const Candidate& c : target) p[static_cast<size_t>(c.id)] = c.prob;
+  ASSERT_EQ(p[4], 0.0);  // top_p leaves token 4 out: a draft the target never picks
+  constexpr int kDraws = 400000;
+  std::vector<Candidate> scratch;
+  for (int32_t draft = 0; draft < static_cast<int32_t>(logits.size()); ++draft) {
+    SCOPED_TRACE("draft " + std::to_string(draft));
+    std::vector<int> counts(logits.size(), 0);
+    int accepted = 0;
+    for (int i = 0; i < kDraws; ++i) {
+      const SpeculativeChoice c = verify_draft(logits, params, draft, counter_uniform(7, i, 0),
+                                               counter_uniform(7, i, 1), scratch);
+      counts[static_cast<size_t>(c.token)] += 1;
+      accepted += c.accepted;
+    }
+    for (size_t t = 0; t < p.size(); ++t) {
+      const double freq = static_cast<double>(counts[t]) / kDraws;
+      EXPECT_NEAR(freq, p[t], 5 * std::sqrt(p[t] * (1 - p[t]) / kDraws) + 1e-9) << "token " << t;
+    }
+    const double accept_rate = static_cast<double>(accepted) / kDraws;
+    EXPECT_NEAR(accept_rate, p[static_cast<size_t>(draft)],
+                5 * std::sqrt(p[static_cast<size_t>(draft)] * (1 - p[static_cast<size_t>(draft)]) /
+                              kDraws) +
+                    1e-9);
+  }
+}
+
+TEST(VerifyDraft, GreedyKeepsTheDraftOnlyWhenItIsTheArgmax) {
+  const std::vector<float> logits = {0.5f, 2.0f, 1.0f};
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<Candidate> scratch;
+  EXPECT_TRUE(verify_draft(logits, greedy, 1, 0.99, 0.5, scratch).accepted);
+  const SpeculativeChoice rejected = verify_draft(logits, greedy, 2, 0.0, 0.5, scratch);
+  EXPECT_FALSE(rejected.accepted);
+  EXPECT_EQ(rejected.token, 1);
+}
+
+TEST(CounterUniform, IsUniformAndDependsOnEveryInput) {
+  double sum = 0;
+  for (int i = 0; i < 100000; ++i) sum += counter_uniform(3, i, 0);
+  EXPECT_NEAR(sum / 100000, 0.5, 0.005);
+  EXPECT_NE(counter_uniform(3, 5, 0), counter_uniform(4, 5, 0));
+  EXPECT_NE(counter_uniform(3, 5, 0), counter_uniform(3, 6, 0));
+  EXPECT_NE(counter_uniform(3, 5, 0), counter_uniform(3, 5, 1));
+}
+
+}  // namespace
+}  // namespace mlaserve::sampling

@@ -3,16 +3,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <random>
 
 namespace mlaserve::sched {
 
 namespace {
 
-// Speculation is exact only for greedy choices without token-count state: penalties change the
-// logits per token and a sampled draft would need rejection sampling (not built yet).
+// Speculation keeps the output distribution for choices without token-count state (penalties
+// change the logits per generated token, which a verify step of several tokens does not
+// follow) and without logprobs (not reported for kept drafts yet).
 bool speculates(const GenerationRequest& r) {
   const sampling::SamplingParams& p = r.sampling;
-  return p.greedy() && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+  return p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
          p.repetition_penalty == 1.0f && !r.logprobs && r.top_logprobs == 0;
 }
 
@@ -137,6 +139,9 @@ void ServingEngine::take_inbox() {
         r->prompt_len() + r->request.max_new_tokens + 2 * options_.spec_steps <=
             options_.context_length) {
       r->spec_steps = options_.spec_steps;
+      // Every rank of the group draws the same verify choices from the seed (counter_uniform).
+      if (!r->request.sampling.greedy() && !r->request.sampling.seed)
+        r->request.sampling.seed = std::random_device{}();
     }
     std::vector<LoadBalancer::GroupLoad> load;
     for (auto& g : groups_) {

@@ -29,8 +29,8 @@ struct EngineOptions {
   LoadBalanceMethod load_balance = LoadBalanceMethod::CacheAware;
   int64_t context_length = 0;
   std::vector<int64_t> eos_token_ids;
-  // NEXTN speculative decoding: tokens the MTP module drafts per step (0: off). Greedy requests
-  // without penalties or logprobs speculate; the others decode one token per step.
+  // NEXTN speculative decoding: tokens the MTP module drafts per step (0: off). Requests without
+  // penalties or logprobs speculate; the others decode one token per step.
   int spec_steps = 0;
   nlohmann::json layout;  // reported by status()
 };

@@ -235,8 +235,8 @@ void add_serve(CLI::App& app) {
                   "NEXTN: speculative decoding with the checkpoint's own multi-token-prediction "
                   "layer as the draft model (DeepSeek-V3; EAGLE is accepted as a synonym). Each "
                   "step drafts --speculative-num-steps tokens and the model verifies them in one "
-                  "pass; greedy requests without penalties or logprobs speculate (their output is "
-                  "identical), the others decode one token per step")
+                  "pass: greedy output is identical, sampled output has the same distribution; "
+                  "requests with penalties or logprobs decode one token per step")
       ->check(CLI::IsMember({"NEXTN", "EAGLE"}));
   cmd->add_option("--speculative-num-steps", o->speculative_num_steps,
                   "Draft tokens per step (default 1 with --speculative-algorithm)")
