@@ -144,7 +144,7 @@ void add_eval(CLI::App& app) {
   cmd->add_flag("--step-logits", opts->step_logits,
                 "Also write \"greedy_logits\": the logits each greedy token was chosen from");
   cmd->callback([opts] {
-    runtime::run_ranks(opts->parallel.layout.world_size(),
+    runtime::run_ranks(opts->parallel.layout.world_size(), opts->parallel.watchdog_options(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*opts, mpi); });
   });
 }

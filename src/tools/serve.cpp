@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "core/error.h"
+#include "parallel/collective_watchdog.h"
 #include "parallel/kv_capacity.h"
 #include "runtime/launch.h"
 #include "runtime/rank_report.h"
@@ -37,7 +38,8 @@ struct ServeOptions {
 };
 
 sched::ServingEngine* g_engine = nullptr;
-extern "C" void on_signal(int) {
+extern "C" void on_signal(int signal) {
+  parallel::watchdog_note_stop_signal(signal);
   if (g_engine) g_engine->stop();
 }
 
@@ -83,6 +85,8 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.load_balance = sched::parse_load_balance_method(o.load_balance);
   e.context_length = cfg.max_position_embeddings;
   e.eos_token_ids = cfg.eos_token_ids;
+  // Well inside the followers' deadline for the next plan.
+  e.keepalive_seconds = o.parallel.collective_timeout_s / 3;
   e.layout = {{"tp", o.parallel.layout.tp},
               {"dp", o.parallel.layout.dp},
               {"enable_dp_attention", o.parallel.layout.dp_attention},
@@ -125,11 +129,17 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   http.start();
   spdlog::info("serve: listening on http://{}:{} (model \"{}\")", o.http.host, http.port(),
                o.http.model_name);
+  // A failed job answers every waiting client with an error before it exits.
+  runtime::set_job_failure_hook([&](const std::string& message) {
+    engine.fail_all("the server's job failed: " + message);
+    http.stop();
+  });
   g_engine = &engine;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   engine.run(worker);
   g_engine = nullptr;
+  runtime::set_job_failure_hook(nullptr);
   spdlog::info("serve: shutting down");
   http.stop();
 }
@@ -203,7 +213,7 @@ void add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"round_robin", "minimum_tokens", "cache_aware"}))
       ->capture_default_str();
   cmd->callback([o] {
-    runtime::run_ranks(o->parallel.layout.world_size(),
+    runtime::run_ranks(o->parallel.layout.world_size(), o->parallel.watchdog_options(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*o, mpi); });
   });
 }
