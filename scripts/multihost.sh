@@ -9,7 +9,7 @@
 #   scripts/multihost.sh exec A|B -- CMD    run CMD inside host A or B (e.g. a client of rank 0)
 #   scripts/multihost.sh delay A|B MS       add MS ms each way to a host's link (0 removes it)
 #   scripts/multihost.sh cut A|B            take a host's link down (what a pulled cable does)
-#   scripts/multihost.sh check              exit 0 when namespaces can be made here, else say why
+#   scripts/multihost.sh check              exit 0 when the hosts can be made here, else 77 and why
 #
 # MLASERVE_NETNS_PREFIX (default "mls") names everything, so concurrent test runs do not collide:
 # namespaces PREFIX-a / PREFIX-b, bridge PREFIXbr, host links PREFIXa / PREFIXb. The subnet
@@ -50,15 +50,23 @@ link_of() {
   esac
 }
 
+# Exit status 77 (the usual "skipped") when this machine cannot have the hosts.
+unavailable() {
+  echo "multihost: $*" >&2
+  exit 77
+}
+
 check() {
-  [ "$(id -u)" = 0 ] || die "needs root to create network namespaces (running as uid $(id -u))"
-  command -v ip >/dev/null || die "needs the ip command (iproute2)"
-  command -v mpirun >/dev/null || die "needs mpirun (openmpi-bin)"
+  [ "$(id -u)" = 0 ] || unavailable "needs root to create network namespaces (uid $(id -u))"
+  for tool in ip unshare mpirun; do
+    command -v $tool >/dev/null || unavailable "needs $tool (iproute2, util-linux, openmpi-bin)"
+  done
   local probe="${PREFIX}-probe"
-  ip netns add "$probe" 2>/dev/null || die "cannot create a network namespace (ip netns add failed)"
+  ip netns add "$probe" 2>/dev/null || unavailable "cannot create a network namespace (ip netns add)"
   ip netns del "$probe"
-  ip link add "${PREFIX}pr" type bridge 2>/dev/null || die "cannot create a bridge (ip link add)"
+  ip link add "${PREFIX}pr" type bridge 2>/dev/null || unavailable "cannot create a bridge (ip link add)"
   ip link del "${PREFIX}pr"
+  unshare --uts true 2>/dev/null || unavailable "cannot create a UTS namespace (unshare --uts)"
 }
 
 down() {
@@ -141,18 +149,21 @@ run() {
   # rtc_hwloc_vmhole none: Debian's Open MPI 4.1.4 orted can segfault in
   #   hwloc_shmem_topology_write when it places the shared topology in the "biggest" hole of its
   #   address space; with none it does not map the topology into shared memory at all.
+  # oob_tcp_keepalive_*: mpirun and each host's daemon probe their idle connection after 5 s, every
+  #   2 s, and give up after 3 unanswered probes: a host whose link is cut is declared lost
+  #   within ~11 s and mpirun ends the job (by default the first probe waits 300 s, and an abort
+  #   that must reach the lost host never lets mpirun end).
   # mpi_yield_when_idle 1: a rank waiting in MPI yields its core; here all ranks share one
   #   machine's cores, and busy-polling ranks would starve the ones computing.
-  # odls_base_sigkill_timeout 5: when a rank dies, the others get SIGTERM and 5 s (not 1) before
-  #   SIGKILL, time for rank 0 to answer its waiting HTTP clients with an error.
   exec ip netns exec "$NS_A" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$NS_A" mpirun -np $((2 * per_host)) --hostfile "$STATE/hostfile" \
     --map-by "ppr:$per_host:node" --bind-to none \
     --mca plm_rsh_agent "$STATE/agent" \
     --mca btl tcp,self \
     --mca btl_tcp_if_include "$SUBNET.0/24" --mca oob_tcp_if_include "$SUBNET.0/24" \
     --mca rtc_hwloc_vmhole none \
+    --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 \
+    --mca oob_tcp_keepalive_probes 3 \
     --mca mpi_yield_when_idle 1 \
-    --mca odls_base_sigkill_timeout 5 \
     "$BIN" "$@"
 }
 

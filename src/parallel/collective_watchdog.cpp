@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -15,8 +16,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// A wait still in flight this long after SIGTERM/SIGINT will not end by itself.
+// A wait that has lasted this long when an ending signal arrives will not end by itself.
 constexpr auto kStopSignalPatience = 1s;
+// How long such a signal counts: one long after (a user's SIGCONT to a resumed server) does not.
+constexpr auto kStopSignalValidity = 3s;
 constexpr auto kTick = 100ms;
 
 struct WaitInFlight {
@@ -45,6 +48,7 @@ WatchdogState& state() {
 }
 
 std::atomic<int> g_stop_signal{0};
+std::atomic<int64_t> g_stop_signal_at_ns{0};  // steady clock
 
 std::string layer_text(int64_t layer) {
   if (layer == kNoLayer) return "";
@@ -59,9 +63,11 @@ std::string expired_wait(WatchdogState& s, Clock::time_point now) {
   const std::string where =
       fmt::format("rank {} on host {} waited {:.1f} s in {} over {}{} of step {}", s.rank, s.host,
                   waited, s.wait.op, s.wait.comm, layer_text(s.wait.layer), s.step);
-  if (const int sig = g_stop_signal.load(); sig != 0) {
-    if (now - s.wait.since < kStopSignalPatience) return "";
-    return fmt::format("ended by signal {} while {} (a rank of the job failed)", sig, where);
+  const Clock::time_point signalled{std::chrono::nanoseconds(g_stop_signal_at_ns.load())};
+  if (const int sig = g_stop_signal.load(); sig != 0 && now - signalled < kStopSignalValidity &&
+                                            now - s.wait.since >= kStopSignalPatience) {
+    return fmt::format("mpirun is ending the job (signal {}, {}) while {}: another rank failed",
+                       sig, strsignal(sig), where);
   }
   const double deadline = wait_deadline_seconds(s.options, s.slowest_step_seconds);
   if (waited < deadline) return "";
@@ -115,6 +121,7 @@ void watchdog_end_step(double seconds) {
 }
 
 void watchdog_note_stop_signal(int signal) {
+  g_stop_signal_at_ns.store(Clock::now().time_since_epoch().count());
   g_stop_signal.store(signal);
 }
 

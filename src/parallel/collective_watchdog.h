@@ -30,9 +30,11 @@ void start_watchdog(const WatchdogOptions& options, int world_rank, const std::s
 void watchdog_begin_step(int64_t step);
 void watchdog_end_step(double seconds);
 
-// From a SIGTERM/SIGINT handler (async-signal-safe): the process was told to end. A wait that
-// is still in flight a second later will not end by itself (mpirun ends the job because a rank
-// died), so the watchdog ends this process as for a missed deadline.
+// From a signal handler (async-signal-safe): mpirun is ending the job. Its kill sequence is
+// SIGCONT, a second later SIGTERM, and SIGKILL a few milliseconds after that: when a rank died
+// or a host was lost. A wait that has already lasted a second when one arrives will not end by
+// itself, so the watchdog ends this process at once, as for a missed deadline (serve's rank 0
+// thereby answers its clients within the second SIGCONT leaves).
 void watchdog_note_stop_signal(int signal);
 
 // A wait outside the forward's layers (the plan's broadcast, the results' gather).

@@ -65,12 +65,9 @@ void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& 
   // mpi_yield_when_idle: ranks waiting in MPI yield the core (busy-polling oversubscribed ranks
   // is 1000x slower). btl self,vader: one host, shared memory. rtc_hwloc_vmhole none: Debian's
   // Open MPI 4.1.4 daemon can crash placing its shared hwloc topology in the biggest hole of
-  // its address space; none skips that shared copy. odls_base_sigkill_timeout 5: when a rank
-  // dies the others get SIGTERM and 5 s before SIGKILL, for serve to answer its clients.
-  const std::pair<const char*, const char*> mca_settings[] = {{"mpi_yield_when_idle", "1"},
-                                                              {"btl", "self,vader"},
-                                                              {"rtc_hwloc_vmhole", "none"},
-                                                              {"odls_base_sigkill_timeout", "5"}};
+  // its address space; none skips that shared copy.
+  const std::pair<const char*, const char*> mca_settings[] = {
+      {"mpi_yield_when_idle", "1"}, {"btl", "self,vader"}, {"rtc_hwloc_vmhole", "none"}};
   for (const auto& [name, value] : mca_settings) argv.insert(argv.end(), {"--mca", name, value});
   argv.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
   argv.insert(argv.end(), args.begin() + 1, args.end());

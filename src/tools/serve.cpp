@@ -42,6 +42,11 @@ extern "C" void on_signal(int signal) {
   parallel::watchdog_note_stop_signal(signal);
   if (g_engine) g_engine->stop();
 }
+// mpirun's kill sequence opens with SIGCONT, a second before SIGTERM (and SIGKILL right after):
+// the one warning that leaves time to answer the clients (collective_watchdog.h).
+extern "C" void on_continue(int signal) {
+  parallel::watchdog_note_stop_signal(signal);
+}
 
 void resolve_defaults(ServeOptions& o) {
   if (o.model.model_dir.empty()) {
@@ -132,11 +137,13 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   // A failed job answers every waiting client with an error before it exits.
   runtime::set_job_failure_hook([&](const std::string& message) {
     engine.fail_all("the server's job failed: " + message);
+    http.wait_for_streams(std::chrono::milliseconds(500));
     http.stop();
   });
   g_engine = &engine;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::signal(SIGCONT, on_continue);
   engine.run(worker);
   g_engine = nullptr;
   runtime::set_job_failure_hook(nullptr);
