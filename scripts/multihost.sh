@@ -70,6 +70,10 @@ check() {
 }
 
 down() {
+  for pidfile in "$STATE"/relay-*.pid; do
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
+  for link in "${PREFIX}a" "${PREFIX}b"; do ip link del "${link}d" 2>/dev/null || true; done
   for ns in "$NS_A" "$NS_B"; do
     if ip netns list | grep -qw "$ns"; then
       # Processes in a namespace keep it alive: end them first (they are ours: only this harness
@@ -167,6 +171,53 @@ run() {
     "$BIN" "$@"
 }
 
+# MS ms each way on host H's link: tc's netem where the kernel has it, else mlaserve_link_delay
+# relaying frames between the host's link and a second veth pair that takes its place in the
+# bridge (bridge - PREFIXHd ~ PREFIXHx <relay> PREFIXH - the host's eth0).
+delay() {
+  local host=${1:?delay A|B MS} ms=${2:?delay A|B MS}
+  local link ns
+  link=$(link_of "$host")
+  ns=$(ns_of "$host")
+  undelay "$link" "$ns"
+  [ "$ms" = 0 ] && return
+  if tc qdisc replace dev "$link" root netem delay "${ms}ms" 2>/dev/null; then
+    ip netns exec "$ns" tc qdisc replace dev eth0 root netem delay "${ms}ms"
+    return
+  fi
+  local relay=${MLASERVE_LINK_DELAY:-$HERE/../build/tests/support/mlaserve_link_delay}
+  [ -x "$relay" ] || die "no netem in this kernel and no $relay to delay frames instead"
+  ip link add "${link}d" type veth peer name "${link}x"
+  ip link set "$link" nomaster
+  ip link set "${link}d" master "$BRIDGE" up
+  ip link set "${link}x" up
+  ip link set "$link" promisc on
+  ip link set "${link}x" promisc on
+  # The relay forwards frames as they are: the hosts must send wire-sized ones, not 64 KB
+  # segmentation-offload batches that no link would carry.
+  set_gso_max_size 1500
+  setsid "$relay" "$link" "${link}x" "$ms" </dev/null >"$STATE/relay-$link.log" 2>&1 &
+  echo $! >"$STATE/relay-$link.pid"
+}
+
+# Removes a delay: netem's qdiscs, or the relay and its veth pair (the link rejoins the bridge).
+undelay() {
+  local link=$1 ns=$2
+  tc qdisc del dev "$link" root 2>/dev/null || true
+  ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
+  if [ -f "$STATE/relay-$link.pid" ]; then
+    kill "$(cat "$STATE/relay-$link.pid")" 2>/dev/null || true
+    rm -f "$STATE/relay-$link.pid"
+    ip link del "${link}d" 2>/dev/null || true
+    ip link set "$link" promisc off master "$BRIDGE"
+    set_gso_max_size 65536
+  fi
+}
+
+set_gso_max_size() {
+  for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set dev eth0 gso_max_size "$1"; done
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -180,19 +231,7 @@ case "$cmd" in
     [ "${1:-}" = -- ] && shift
     exec ip netns exec "$ns" "$@"
     ;;
-  delay)
-    link=$(link_of "${1:-}")
-    ms=${2:?delay A|B MS}
-    ns=$(ns_of "$1")
-    # Both directions: the bridge's end delays what goes to the host, eth0 what leaves it.
-    if [ "$ms" = 0 ]; then
-      tc qdisc del dev "$link" root 2>/dev/null || true
-      ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
-    else
-      tc qdisc replace dev "$link" root netem delay "${ms}ms"
-      ip netns exec "$ns" tc qdisc replace dev eth0 root netem delay "${ms}ms"
-    fi
-    ;;
+  delay) delay "$@" ;;
   cut) ip link set "$(link_of "${1:-}")" down ;;
   *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
