@@ -11,6 +11,7 @@ PACKAGES=(
   libfmt-dev libspdlog-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  iproute2  # ip netns / veth / tc for scripts/multihost.sh and its tests (util-linux's unshare too)
 )
 
 missing=()

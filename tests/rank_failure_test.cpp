@@ -56,15 +56,23 @@ TEST(RankFailure, LoadErrorOnOneRankEndsTheJobWithItsMessage) {
                     30, {"rank 3: error:", "missing tensor '" + dropped + "'"});
 }
 
-// kill -9 one rank in the middle of a long generation: mpirun ends the others.
-TEST(RankFailure, KilledRankEndsTheJob) {
+// How a job ended after one of its ranks got a signal in the middle of a long generation.
+struct SignalledJob {
+  int exit_code = -1;
+  double seconds = 0;  // from the signal to the job's end
+  std::string log;
+};
+
+// Runs a 4-rank eval of 4000 tokens with `flags`, sends `signal` to its last rank once the ranks
+// generate, and waits for the job to end (at most 120 s, under `timeout`).
+SignalledJob signal_one_rank_mid_run(int signal, const std::string& flags) {
   TempDir tmp;
   write_json(tmp / "in.json", {{"prompts", {{{"ids", {1}}}}}});
   const std::string marker = (tmp / "in.json").string();
   const std::string cmd =
       "timeout 120 " + mlaserve_bin() + " eval --model tests/data/models/tiny-v2 --input " +
-      marker + " --output " + (tmp / "out.json").string() + " --tp 4 --max-new-tokens 4000 > " +
-      (tmp / "log.txt").string() + " 2>&1; echo $? > " + (tmp / "rc.txt").string();
+      marker + " --output " + (tmp / "out.json").string() + " --tp 4 --max-new-tokens 4000 " +
+      flags + " > " + (tmp / "log.txt").string() + " 2>&1; echo $? > " + (tmp / "rc.txt").string();
   std::thread job([&] { std::system(cmd.c_str()); });
   // The ranks run the binary by its absolute path (mpirun re-exec); mpirun's own command line
   // starts with "mpirun" and the shell's with "sh", so this pattern matches the 4 ranks only.
@@ -74,25 +82,44 @@ TEST(RankFailure, KilledRankEndsTheJob) {
     std::this_thread::sleep_for(100ms);
     pids = run_command(ranks).output;
   }
-  ASSERT_EQ(std::count(pids.begin(), pids.end(), '\n'), 4) << pids;
-  // Kill in the step loop, where the other ranks wait for the victim in the step's collectives.
-  // Not ASSERT: `job` must be joined, and killing the victim ends it either way.
+  EXPECT_EQ(std::count(pids.begin(), pids.end(), '\n'), 4) << pids;
+  // Signal in the step loop, where the other ranks wait for the victim in the step's
+  // collectives. Not ASSERT: `job` must be joined, and the signal ends it either way.
   const std::string log_path = (tmp / "log.txt").string();
   EXPECT_TRUE(wait_for_text(log_path, "eval: all ranks loaded", 60s))
       << "the ranks did not start generating within 60 s\n"
       << read_text(log_path);
   const int victim = std::stoi(pids.substr(pids.rfind('\n', pids.size() - 2) + 1));
-  const auto killed_at = std::chrono::steady_clock::now();
-  ::kill(victim, SIGKILL);
+  const auto signalled_at = std::chrono::steady_clock::now();
+  ::kill(victim, signal);
   job.join();
-  const auto seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  const std::string rc = run_command("cat " + (tmp / "rc.txt").string()).output;
-  const std::string log = run_command("cat " + (tmp / "log.txt").string()).output;
-  EXPECT_NE(std::stoi(rc), 0) << log;
-  EXPECT_NE(std::stoi(rc), 124) << "timed out: the job hung\n" << log;
-  EXPECT_LT(seconds, 20) << log;
-  EXPECT_NE(log.find("signal 9"), std::string::npos) << log;
+  SignalledJob result;
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled_at).count();
+  result.exit_code = std::stoi(run_command("cat " + (tmp / "rc.txt").string()).output);
+  result.log = read_text(log_path);
+  EXPECT_NE(result.exit_code, 124) << "timed out: the job hung\n" << result.log;
+  return result;
+}
+
+// kill -9 one rank in the middle of a long generation: mpirun ends the others.
+TEST(RankFailure, KilledRankEndsTheJob) {
+  const SignalledJob job = signal_one_rank_mid_run(SIGKILL, "");
+  EXPECT_NE(job.exit_code, 0) << job.log;
+  EXPECT_LT(job.seconds, 20) << job.log;
+  EXPECT_NE(job.log.find("signal 9"), std::string::npos) << job.log;
+}
+
+// A rank that stops answering (SIGSTOP: alive, holding its sockets, never replying) leaves the
+// others blocked in a collective with no error from MPI: the collective watchdog ends the job
+// past --collective-timeout, naming the wait and the step.
+TEST(RankFailure, FrozenRankEndsTheJobAtTheCollectiveTimeout) {
+  const SignalledJob job = signal_one_rank_mid_run(SIGSTOP, "--collective-timeout 3");
+  EXPECT_NE(job.exit_code, 0) << job.log;
+  // 3 s of deadline, 5 s of grace at most for the abort, and room for a loaded machine.
+  EXPECT_LT(job.seconds, 20) << job.log;
+  EXPECT_NE(job.log.find("collective timeout: rank "), std::string::npos) << job.log;
+  EXPECT_NE(job.log.find(" of step "), std::string::npos) << job.log;
 }
 
 }  // namespace

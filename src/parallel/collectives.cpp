@@ -59,10 +59,15 @@ Collectives::Collectives(MPI_Comm comm, std::string name, CommStats* stats, bool
   MPI_Comm_rank(comm_, &rank_);
 }
 
-void Collectives::enter(CollectiveOp op, int64_t count, int64_t bytes) {
+CollectiveWait Collectives::enter(CollectiveOp op, int64_t count, int64_t bytes) {
   stats_->calls[static_cast<size_t>(op)] += 1;
   stats_->bytes_sent[static_cast<size_t>(op)] += static_cast<uint64_t>(bytes);
-  if (!check_ || size_ == 1) return;
+  if (check_ && size_ > 1) check_entry(op, count);
+  return CollectiveWait(collective_name(op), name_.c_str(), layer_);
+}
+
+void Collectives::check_entry(CollectiveOp op, int64_t count) {
+  const CollectiveWait wait("the collective check", name_.c_str(), layer_);
   // Every rank shares (op, count, layer); any difference means the ranks disagree about the step.
   const int64_t mine[3] = {static_cast<int64_t>(op), count + (test_skews_count(layer_) ? 1 : 0),
                            layer_};
@@ -81,13 +86,13 @@ void Collectives::enter(CollectiveOp op, int64_t count, int64_t bytes) {
 }
 
 void Collectives::all_reduce_sum(float* data, int64_t count) {
-  enter(CollectiveOp::AllReduce, count, count * 4);
+  const CollectiveWait wait = enter(CollectiveOp::AllReduce, count, count * 4);
   if (size_ == 1) return;
   MPI_Allreduce(MPI_IN_PLACE, data, checked_int(count, "all_reduce"), MPI_FLOAT, MPI_SUM, comm_);
 }
 
 void Collectives::all_gather(const float* send, int64_t count, float* recv) {
-  enter(CollectiveOp::AllGather, count, count * 4);
+  const CollectiveWait wait = enter(CollectiveOp::AllGather, count, count * 4);
   const int n = checked_int(count, "all_gather");
   MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm_);
 }
@@ -97,7 +102,8 @@ void Collectives::all_gather_v(const float* send, const std::vector<int64_t>& co
   const std::vector<int> ints = checked_ints(counts, "all_gather_v", total);
   std::vector<int> displs(counts.size(), 0);
   for (size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + ints[r - 1];
-  enter(CollectiveOp::AllGatherV, total, counts[static_cast<size_t>(rank_)] * 4);
+  const CollectiveWait wait =
+      enter(CollectiveOp::AllGatherV, total, counts[static_cast<size_t>(rank_)] * 4);
   MPI_Allgatherv(send, ints[static_cast<size_t>(rank_)], MPI_FLOAT, recv, ints.data(),
                  displs.data(), MPI_FLOAT, comm_);
 }
@@ -105,7 +111,7 @@ void Collectives::all_gather_v(const float* send, const std::vector<int64_t>& co
 // A reduce-scatter's bytes are the whole buffer this rank contributes to the sum, as for
 // all_reduce.
 void Collectives::reduce_scatter(const float* send, int64_t count, float* recv) {
-  enter(CollectiveOp::ReduceScatter, count, count * size_ * 4);
+  const CollectiveWait wait = enter(CollectiveOp::ReduceScatter, count, count * size_ * 4);
   MPI_Reduce_scatter_block(send, recv, checked_int(count, "reduce_scatter"), MPI_FLOAT, MPI_SUM,
                            comm_);
 }
@@ -114,12 +120,12 @@ void Collectives::reduce_scatter_v(const float* send, const std::vector<int64_t>
                                    float* recv) {
   int64_t total = 0;
   const std::vector<int> ints = checked_ints(counts, "reduce_scatter_v", total);
-  enter(CollectiveOp::ReduceScatterV, total, total * 4);
+  const CollectiveWait wait = enter(CollectiveOp::ReduceScatterV, total, total * 4);
   MPI_Reduce_scatter(send, recv, ints.data(), MPI_FLOAT, MPI_SUM, comm_);
 }
 
 void Collectives::broadcast(void* data, int64_t bytes, int root) {
-  enter(CollectiveOp::Broadcast, bytes, rank_ == root ? bytes : 0);
+  const CollectiveWait wait = enter(CollectiveOp::Broadcast, bytes, rank_ == root ? bytes : 0);
   if (size_ == 1) return;
   MPI_Bcast(data, checked_int(bytes, "broadcast"), MPI_BYTE, root, comm_);
 }

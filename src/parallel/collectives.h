@@ -1,6 +1,7 @@
 // Typed MPI collectives over one communicator, with per-operation byte counters and an optional
 // check that every rank entered the same collective with the same count (a mismatch becomes an
-// error naming the layer instead of a hang).
+// error naming the layer instead of a hang). Each one runs under the watchdog's deadline
+// (collective_watchdog.h).
 #pragma once
 
 #include <mpi.h>
@@ -9,6 +10,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "parallel/collective_watchdog.h"
 
 namespace mlaserve::parallel {
 
@@ -51,7 +54,9 @@ class Collectives {
   void broadcast(void* data, int64_t bytes, int root);
 
  private:
-  void enter(CollectiveOp op, int64_t count, int64_t bytes);
+  // Counts the call, runs the check, and returns the watchdog's wait for the collective itself.
+  CollectiveWait enter(CollectiveOp op, int64_t count, int64_t bytes);
+  void check_entry(CollectiveOp op, int64_t count);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string name_;

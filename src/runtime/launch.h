@@ -7,11 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "parallel/collective_watchdog.h"
+
 namespace mlaserve::runtime {
 
-// Re-execs this process under mpirun when `ranks` > 1 and we were not started by mpirun. A single
-// rank re-execs itself once with OMP_WAIT_POLICY=passive unless the variable is set. Returns
-// (without re-exec) when already inside an MPI job or when no re-exec is needed.
+// Re-execs this process under mpirun when `ranks` > 1 and we were not started by mpirun (one rank
+// per NUMA node on a multi-socket host, placement.h). A single rank, and each rank of an external
+// mpirun, re-execs itself once with OMP_WAIT_POLICY=passive unless the variable is set. Returns
+// when no (further) re-exec is needed.
 void relaunch_under_mpirun_if_needed(int ranks, const std::vector<std::string>& args);
 
 // MPI for the lifetime of the object (MPI_THREAD_FUNNELED: only the main thread calls MPI).
@@ -32,14 +35,22 @@ class MpiSession {
 void set_command_line(int argc, char** argv);
 
 // Runs `body` on every rank of a job of `ranks` ranks: relaunches under mpirun if needed, starts
-// MPI, and turns any error on any rank into abort_job() (never a hang).
-void run_ranks(int ranks, const std::function<void(const MpiSession&)>& body);
+// MPI and, with more than one rank, the collective watchdog; turns any error on any rank into
+// abort_job() (never a hang).
+void run_ranks(int ranks, const parallel::WatchdogOptions& watchdog,
+               const std::function<void(const MpiSession&)>& body);
 
 // True once MPI_Init has run in this process and not yet finalized.
 bool mpi_active();
 
-// Ends the whole job from any rank: prints "rank R: message" and calls MPI_Abort, so a rank that
-// fails takes the others down within seconds instead of leaving them blocked in a collective.
+// Runs in abort_job before the job ends, on whichever thread failed (the collective watchdog's
+// included): serve's rank 0 answers its pending HTTP requests with the error. nullptr clears it.
+void set_job_failure_hook(std::function<void(const std::string& message)> hook);
+
+// Ends the whole job from any rank: prints "rank R: message", runs the failure hook and calls
+// MPI_Abort, so a rank that fails takes the others down within seconds instead of leaving them
+// blocked in a collective. Should the hook and MPI_Abort not end this process within 5 s (the
+// daemon of an unreachable host never answers), it exits anyway.
 [[noreturn]] void abort_job(const std::string& message, int exit_code);
 
 }  // namespace mlaserve::runtime

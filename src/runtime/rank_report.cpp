@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include "kernels/parallel.h"
+#include "runtime/placement.h"
 
 namespace mlaserve::runtime {
 
@@ -28,6 +29,9 @@ nlohmann::json rank_report(Worker& worker) {
   return {{"rank", t.world_rank},
           {"group", t.group()},
           {"attn_tp_rank", t.layout.attn_tp_rank},
+          {"host", host_name()},
+          {"numa_node", numa_node_of_cpu(first_affinity_cpu())},
+          {"cores", affinity_cpus()},
           {"threads", kernels::parallel_threads()},
           {"weight_value_bytes", worker.model().weight_value_bytes()},
           {"resident_weight_bytes", worker.model().resident_weight_bytes()},

@@ -1,5 +1,6 @@
-// Per-rank counters (kernel threads, resident weights, FLOPs per layer kind, bytes per
-// collective, padded rows), gathered to rank 0 as JSON for tests, benchmarks and logs.
+// Per-rank counters (placement: host, NUMA node, cores and kernel threads; resident weights, FLOPs
+// per layer kind, bytes per collective, padded rows), gathered to rank 0 as JSON for tests,
+// benchmarks and logs.
 #pragma once
 
 #include <nlohmann/json.hpp>

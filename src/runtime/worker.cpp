@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "parallel/collective_watchdog.h"
 
 namespace mlaserve::runtime {
 
@@ -22,16 +23,28 @@ Worker::Worker(const parallel::Topology& topology, model::DeepseekModel& model,
 Worker::~Worker() = default;
 
 std::vector<SequenceResult> Worker::step(const StepPlan* plan_on_rank0, StepPlan* received) {
+  parallel::watchdog_begin_step(stats_.steps + 1);
   StepPlan plan = broadcast_plan(plan_on_rank0);
   if (received) *received = plan;
   if (plan.shutdown) return {};
+  const auto started = std::chrono::steady_clock::now();
+  const int64_t forward_steps = stats_.steps;
   for (uint64_t id : plan.released) samplers_.erase(id);
-  return gather_results(run(plan));
+  std::vector<SequenceResult> results = gather_results(run(plan));
+  // The watchdog's deadline grows with the slowest step; idle plans (keep-alives) do not count.
+  if (stats_.steps > forward_steps) {
+    parallel::watchdog_end_step(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return results;
 }
 
 // Non-root ranks wait for the next plan with a non-blocking broadcast polled with a growing
-// sleep (up to 1 ms), so an idle server's ranks do not busy-poll the cores.
+// sleep (up to 1 ms), so an idle server's ranks do not busy-poll the cores. An idle rank 0 sends
+// keep-alive plans, so a wait past the watchdog's deadline means rank 0 or its host is gone.
 StepPlan Worker::broadcast_plan(const StepPlan* plan) {
+  const parallel::CollectiveWait wait("the broadcast of the step plan", "world",
+                                      parallel::kNoLayer);
   std::vector<uint8_t> bytes;
   uint64_t size = 0;
   if (topology_.world_rank == 0) {
@@ -296,6 +309,7 @@ SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_ro
 }
 
 std::vector<SequenceResult> Worker::gather_results(const std::vector<SequenceResult>& mine) {
+  const parallel::CollectiveWait wait("the gather of the results", "world", parallel::kNoLayer);
   const std::vector<uint8_t> bytes = mine.empty() ? std::vector<uint8_t>{} : encode_results(mine);
   const int size = static_cast<int>(bytes.size());
   std::vector<int> sizes(static_cast<size_t>(topology_.world_size));

@@ -51,17 +51,45 @@ ServingEngine::ServingEngine(int groups, const EngineOptions& options)
   publish_status();
 }
 
+namespace {
+TokenEvent error_event(const std::string& error, int64_t prompt_tokens) {
+  TokenEvent e;
+  e.finish = FinishReason::Error;
+  e.error = error;
+  e.prompt_tokens = prompt_tokens;
+  return e;
+}
+}  // namespace
+
 uint64_t ServingEngine::submit(GenerationRequest request, EventSink sink) {
   auto r = std::make_shared<ActiveRequest>();
   r->request = std::move(request);
   r->sink = std::move(sink);
+  std::string failed;
   {
     std::lock_guard lock(inbox_mutex_);
     r->id = next_id_++;
-    inbox_.push_back(r);
+    if (failed_.empty()) inbox_.push_back(r);
+    failed = failed_;
+  }
+  if (!failed.empty()) {
+    r->sink(error_event(failed, r->prompt_len()));
+    return r->id;
   }
   inbox_cv_.notify_one();
   return r->id;
+}
+
+void ServingEngine::fail_all(const std::string& error) {
+  std::scoped_lock lock(loop_mutex_, inbox_mutex_);
+  failed_ = error;
+  for (auto& r : inbox_) active_[r->id] = r;
+  inbox_.clear();
+  for (auto& [id, r] : active_) {
+    if (r->sink) r->sink(error_event(error, r->prompt_len()));
+    r->sink = nullptr;
+  }
+  stop_ = true;
 }
 
 void ServingEngine::abort(uint64_t id) {
@@ -216,6 +244,7 @@ bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, i
 
 bool ServingEngine::step_once(runtime::Worker& worker) {
   const auto started = std::chrono::steady_clock::now();
+  std::unique_lock loop(loop_mutex_);
   take_inbox();
   runtime::StepPlan plan;
   bool any = false;
@@ -233,7 +262,10 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
   // Planning admitted what --max-running-requests allows; the step runs them all.
   running_peak_ = std::max(running_peak_, running_requests());
   const auto planned = std::chrono::steady_clock::now();
+  loop.unlock();
   std::vector<runtime::SequenceResult> results = worker.step(&plan);
+  loop.lock();
+  last_step_ = std::chrono::steady_clock::now();
   const StepRows rows = count_rows(plan);
   if (rows.prefill > 0 && rows.decode > 0) mixed_steps_ += 1;
   prefill_chunks_ += static_cast<uint64_t>(rows.partial_prefills);
@@ -250,9 +282,23 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
   return true;
 }
 
+// An empty plan: every rank runs no forward and gathers no result, but the followers' wait for
+// a plan ends.
+void ServingEngine::send_keepalive(runtime::Worker& worker) {
+  runtime::StepPlan keepalive;
+  keepalive.groups.resize(groups_.size());
+  worker.step(&keepalive);
+  last_step_ = std::chrono::steady_clock::now();
+}
+
 void ServingEngine::run(runtime::Worker& worker) {
   while (!stop_) {
     if (step_once(worker)) continue;
+    if (options_.keepalive_seconds > 0 &&
+        std::chrono::steady_clock::now() - last_step_ >
+            std::chrono::duration<double>(options_.keepalive_seconds)) {
+      send_keepalive(worker);
+    }
     std::unique_lock lock(inbox_mutex_);
     inbox_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] {
       return stop_ || !inbox_.empty() || !aborts_.empty() || !flushes_.empty();

@@ -33,6 +33,9 @@ struct EngineOptions {
   // penalties or logprobs speculate; the others decode one token per step.
   int spec_steps = 0;
   nlohmann::json layout;  // reported by status()
+  // While idle, rank 0 sends an empty step this often (0: never), so that the other ranks'
+  // collective watchdog can tell an idle server from a lost rank 0.
+  double keepalive_seconds = 0;
 };
 
 class ServingEngine final : public EngineHandle {
@@ -54,6 +57,10 @@ class ServingEngine final : public EngineHandle {
   // Appends one generated token to r and tells its client; false once r has finished.
   bool emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token);
 
+  // The job failed (the collective watchdog, on its own thread, while the step loop is stuck in
+  // MPI): every queued and running request ends with `error`, and so does every later submit.
+  void fail_all(const std::string& error);
+
  private:
   void take_inbox();
   bool flush_all_groups();
@@ -61,8 +68,13 @@ class ServingEngine final : public EngineHandle {
   void apply(const std::vector<runtime::SequenceResult>& results);
   int64_t running_requests() const;  // in every group
   void publish_status();
+  void send_keepalive(runtime::Worker& worker);
 
   EngineOptions options_;
+  // The step loop's state below (groups, active requests) is the main thread's, except that
+  // fail_all() takes it over; the loop holds this while it plans and applies, not during the
+  // step's MPI calls.
+  std::mutex loop_mutex_;
   std::vector<GroupScheduler> groups_;
   LoadBalancer balancer_;
   StepTimeBudget step_budget_;
@@ -75,7 +87,9 @@ class ServingEngine final : public EngineHandle {
   std::vector<uint64_t> aborts_;
   std::vector<std::promise<bool>> flushes_;  // /flush_cache calls waiting for the step loop
   uint64_t next_id_ = 1;
+  std::string failed_;  // fail_all's error, under inbox_mutex_
   std::atomic<bool> stop_{false};
+  std::chrono::steady_clock::time_point last_step_ = std::chrono::steady_clock::now();
 
   mutable std::mutex status_mutex_;
   nlohmann::json status_;

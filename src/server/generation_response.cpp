@@ -22,7 +22,12 @@ class EventStream {
  public:
   EventStream(ServerContext& context, std::unique_ptr<GenerationBatch> batch,
               std::shared_ptr<const GenerationFormat> format, ClientConnection client)
-      : context_(context), batch_(std::move(batch)), format_(std::move(format)), client_(client) {}
+      : context_(context), batch_(std::move(batch)), format_(std::move(format)), client_(client) {
+    context_.open_streams += 1;
+  }
+  ~EventStream() { context_.open_streams -= 1; }
+  EventStream(const EventStream&) = delete;
+  EventStream& operator=(const EventStream&) = delete;
 
   // cpp-httplib calls this outside its handler try-block: an exception would end the process.
   bool pump(httplib::DataSink& sink) {

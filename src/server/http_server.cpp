@@ -136,6 +136,15 @@ void HttpServer::start() {
   spdlog::info("serving {} on http://{}:{}", context_->served_model_name(), options.host, port_);
 }
 
+bool HttpServer::wait_for_streams(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (context_->open_streams > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 void HttpServer::stop() {
   if (!listener_.joinable()) return;
   context_->stopping = true;

@@ -8,6 +8,7 @@
 // {"error": {...}} shape. /health, /health_generate and /metrics need no API key.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <thread>
 
@@ -37,6 +38,9 @@ class HttpServer {
   int port() const { return port_; }
   // Stops accepting, ends open streams and waits for the server threads. Idempotent.
   void stop();
+  // Waits up to `timeout` for the open streams to end by themselves (the engine finished or
+  // failed their requests), so that stop() cuts none short; true when none is left.
+  bool wait_for_streams(std::chrono::milliseconds timeout) const;
 
  private:
   void install_hooks();

@@ -28,6 +28,7 @@ struct ServerContext {
   Metrics metrics;
   RequestRegistry registry;
   std::atomic<bool> stopping{false};  // set by stop(): waiting handlers give up
+  std::atomic<int> open_streams{0};   // streaming responses not yet ended
   const std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
 };
 

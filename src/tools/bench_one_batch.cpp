@@ -187,7 +187,7 @@ void add_bench_one_batch(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the synthetic prompts")->capture_default_str();
   cmd->callback([opts] {
-    runtime::run_ranks(opts->parallel.layout.world_size(),
+    runtime::run_ranks(opts->parallel.layout.world_size(), opts->parallel.watchdog_options(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*opts, mpi); });
   });
 }

@@ -171,7 +171,7 @@ void add_eval(CLI::App& app) {
                 "logits (ids and values) for t(i+2) at every prompt position i but the last, "
                 "teacher-forced with the prompt's own next tokens");
   cmd->callback([opts] {
-    runtime::run_ranks(opts->parallel.layout.world_size(),
+    runtime::run_ranks(opts->parallel.layout.world_size(), opts->parallel.watchdog_options(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*opts, mpi); });
   });
 }

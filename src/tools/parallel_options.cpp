@@ -1,5 +1,7 @@
 #include "tools/parallel_options.h"
 
+#include <fmt/format.h>
+
 namespace mlaserve::tools {
 
 void ParallelFlags::add_to(CLI::App& cmd) {
@@ -46,6 +48,25 @@ void ParallelFlags::add_to(CLI::App& cmd) {
       "--check-collectives,!--no-check-collectives", check_collectives,
       "Before every collective, check that all ranks enter the same one with the same count (on by "
       "default in Debug builds)");
+  const parallel::WatchdogOptions defaults;
+  cmd.add_option(
+         "--collective-timeout", collective_timeout_s,
+         fmt::format(
+             "Seconds a rank may wait for the others in one collective (or, when idle, for the "
+             "next step) before the job is ended as failed: a rank or host that died, froze or "
+             "lost its link never makes MPI return an error. The deadline is the larger of this "
+             "and {}x the slowest step seen so far; on expiry the waiting rank logs the "
+             "collective, layer and step, serve answers pending requests with an error, and every "
+             "process exits (within 5 s more)",
+             defaults.step_multiple))
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+parallel::WatchdogOptions ParallelFlags::watchdog_options() const {
+  parallel::WatchdogOptions o;
+  o.floor_seconds = collective_timeout_s;
+  return o;
 }
 
 parallel::StepCommOptions ParallelFlags::comm_options() const {

@@ -286,7 +286,7 @@ void add_perplexity(CLI::App& app) {
   cmd->callback([opts] {
     const model::ModelConfig cfg = model::ModelConfig::load(opts->model.model_dir);
     const Windows windows = read_windows(*opts, cfg);
-    runtime::run_ranks(opts->parallel.layout.world_size(),
+    runtime::run_ranks(opts->parallel.layout.world_size(), opts->parallel.watchdog_options(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*opts, cfg, windows, mpi); });
   });
 }

@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "core/error.h"
+#include "parallel/collective_watchdog.h"
 #include "parallel/kv_capacity.h"
 #include "runtime/launch.h"
 #include "runtime/rank_report.h"
@@ -62,8 +63,14 @@ int speculative_steps(const ServeOptions& o) {
 }
 
 sched::ServingEngine* g_engine = nullptr;
-extern "C" void on_signal(int) {
+extern "C" void on_signal(int signal) {
+  parallel::watchdog_note_stop_signal(signal);
   if (g_engine) g_engine->stop();
+}
+// mpirun's kill sequence opens with SIGCONT, a second before SIGTERM (and SIGKILL right after):
+// the one warning that leaves time to answer the clients (collective_watchdog.h).
+extern "C" void on_continue(int signal) {
+  parallel::watchdog_note_stop_signal(signal);
 }
 
 void resolve_defaults(ServeOptions& o) {
@@ -109,6 +116,8 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.context_length = cfg.max_position_embeddings;
   e.spec_steps = speculative_steps(o);
   e.eos_token_ids = cfg.eos_token_ids;
+  // Well inside the followers' deadline for the next plan.
+  e.keepalive_seconds = o.parallel.collective_timeout_s / 3;
   e.layout = {{"tp", o.parallel.layout.tp},
               {"dp", o.parallel.layout.dp},
               {"enable_dp_attention", o.parallel.layout.dp_attention},
@@ -154,11 +163,19 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   http.start();
   spdlog::info("serve: listening on http://{}:{} (model \"{}\")", o.http.host, http.port(),
                o.http.model_name);
+  // A failed job answers every waiting client with an error before it exits.
+  runtime::set_job_failure_hook([&](const std::string& message) {
+    engine.fail_all("the server's job failed: " + message);
+    http.wait_for_streams(std::chrono::milliseconds(500));
+    http.stop();
+  });
   g_engine = &engine;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::signal(SIGCONT, on_continue);
   engine.run(worker);
   g_engine = nullptr;
+  runtime::set_job_failure_hook(nullptr);
   spdlog::info("serve: shutting down");
   http.stop();
 }
@@ -247,7 +264,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--speculative-num-draft-tokens", o->speculative_num_draft_tokens,
                   "Tokens a verify step runs: --speculative-num-steps + 1 (the default)");
   cmd->callback([o] {
-    runtime::run_ranks(o->parallel.layout.world_size(),
+    runtime::run_ranks(o->parallel.layout.world_size(), o->parallel.watchdog_options(),
                        [&](const runtime::MpiSession& mpi) { run_rank(*o, mpi); });
   });
 }

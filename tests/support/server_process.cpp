@@ -138,6 +138,16 @@ ServerProcess::~ServerProcess() {
   waitpid(pid_, nullptr, 0);
 }
 
+std::string ServerProcess::wait_for_exit(double seconds) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::string how = ended();
+  while (how.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    how = ended();
+  }
+  return how;
+}
+
 std::string ServerProcess::ended() const {
   siginfo_t info{};
   if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {

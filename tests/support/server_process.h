@@ -73,6 +73,9 @@ class ServerProcess {
 
   int port() const { return port_; }
   std::string log() const { return read_text(tmp_ / "log"); }
+  // Waits up to `seconds` for the server to end by itself: how it ended ("exited with status 1"),
+  // or "" if it still runs.
+  std::string wait_for_exit(double seconds) const;
 
   // POST (body given) or GET; the parsed JSON answer, expecting HTTP 200.
   nlohmann::json call(const std::string& path, const nlohmann::json* body = nullptr) const {

@@ -1,0 +1,140 @@
+#include "parallel/collective_watchdog.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace mlaserve::parallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// A wait that has lasted this long when an ending signal arrives will not end by itself.
+constexpr auto kStopSignalPatience = 1s;
+// How long such a signal counts: one long after (a user's SIGCONT to a resumed server) does not.
+constexpr auto kStopSignalValidity = 3s;
+constexpr auto kTick = 100ms;
+
+struct WaitInFlight {
+  bool active = false;
+  const char* op = "";
+  const char* comm = "";
+  int64_t layer = -1;
+  Clock::time_point since;
+};
+
+struct WatchdogState {
+  std::mutex mutex;
+  WatchdogOptions options;
+  int rank = 0;
+  std::string host;
+  WaitInFlight wait;
+  int64_t step = 0;
+  double slowest_step_seconds = 0;
+  std::function<void(const std::string&)> end_job;
+  bool running = false;
+};
+
+WatchdogState& state() {
+  static WatchdogState s;
+  return s;
+}
+
+std::atomic<int> g_stop_signal{0};
+std::atomic<int64_t> g_stop_signal_at_ns{0};  // steady clock
+
+std::string layer_text(int64_t layer) {
+  if (layer == kNoLayer) return "";
+  if (layer < 0) return " at the embedding";
+  return fmt::format(" at layer {}", layer);
+}
+
+// The message for the wait in flight, or "" while it is within its deadline.
+std::string expired_wait(WatchdogState& s, Clock::time_point now) {
+  if (!s.wait.active) return "";
+  const double waited = std::chrono::duration<double>(now - s.wait.since).count();
+  const std::string where =
+      fmt::format("rank {} on host {} waited {:.1f} s in {} over {}{} of step {}", s.rank, s.host,
+                  waited, s.wait.op, s.wait.comm, layer_text(s.wait.layer), s.step);
+  const Clock::time_point signalled{std::chrono::nanoseconds(g_stop_signal_at_ns.load())};
+  if (const int sig = g_stop_signal.load(); sig != 0 && now - signalled < kStopSignalValidity &&
+                                            now - s.wait.since >= kStopSignalPatience) {
+    return fmt::format("mpirun is ending the job (signal {}, {}) while {}: another rank failed",
+                       sig, strsignal(sig), where);
+  }
+  const double deadline = wait_deadline_seconds(s.options, s.slowest_step_seconds);
+  if (waited < deadline) return "";
+  return fmt::format(
+      "collective timeout: {}; the deadline is {:.1f} s (--collective-timeout {:.1f} s, or {}x "
+      "the slowest step, {:.2f} s): a rank or its host stopped answering, ending the job",
+      where, deadline, s.options.floor_seconds, s.options.step_multiple, s.slowest_step_seconds);
+}
+
+void watch() {
+  WatchdogState& s = state();
+  for (;;) {
+    std::this_thread::sleep_for(kTick);
+    std::unique_lock lock(s.mutex);
+    const std::string message = expired_wait(s, Clock::now());
+    if (message.empty()) continue;
+    const auto end_job = s.end_job;
+    lock.unlock();  // the step loop stays blocked in MPI; its CollectiveWait must not block too
+    end_job(message);
+    return;
+  }
+}
+
+}  // namespace
+
+double wait_deadline_seconds(const WatchdogOptions& options, double slowest_step_seconds) {
+  return std::max(options.floor_seconds, options.step_multiple * slowest_step_seconds);
+}
+
+void start_watchdog(const WatchdogOptions& options, int world_rank, const std::string& host,
+                    std::function<void(const std::string& message)> end_job) {
+  WatchdogState& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.running) return;
+  s.options = options;
+  s.rank = world_rank;
+  s.host = host;
+  s.end_job = std::move(end_job);
+  s.running = true;
+  std::thread(watch).detach();
+}
+
+void watchdog_begin_step(int64_t step) {
+  std::lock_guard lock(state().mutex);
+  state().step = step;
+}
+
+void watchdog_end_step(double seconds) {
+  std::lock_guard lock(state().mutex);
+  state().slowest_step_seconds = std::max(state().slowest_step_seconds, seconds);
+}
+
+void watchdog_note_stop_signal(int signal) {
+  g_stop_signal_at_ns.store(Clock::now().time_since_epoch().count());
+  g_stop_signal.store(signal);
+}
+
+CollectiveWait::CollectiveWait(const char* op, const char* comm, int64_t layer) {
+  WatchdogState& s = state();
+  std::lock_guard lock(s.mutex);
+  s.wait = {true, op, comm, layer, Clock::now()};
+}
+
+CollectiveWait::~CollectiveWait() {
+  WatchdogState& s = state();
+  std::lock_guard lock(s.mutex);
+  s.wait.active = false;
+}
+
+}  // namespace mlaserve::parallel
