@@ -175,7 +175,9 @@ TEST_P(Speculative, ConcurrentRequestsEqualTheirOutputAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Speculative,
-                         ::testing::Values("", "--tp 4 --dp 2 --enable-dp-attention"));
+                         ::testing::Values("", "--tp 4 --dp 2 --enable-dp-attention",
+                                           "--tp 2 --enable-ep-moe --enable-dp-linear "
+                                           "--dp-linear-min-tokens 2"));
 
 // A request with a penalty does not speculate (the penalties follow each generated token): with
 // a seed it gives what the server without speculation gives, and reports no verify step.
