@@ -1,5 +1,5 @@
-// A tour of the real `mlaserve serve` process (brown-tiny, float32) through every endpoint, at a
-// single rank and under tp 2 dp 2 DP attention: answers checked for content (usage equal to the
+// A tour of the real `mlaserve serve` process (brown-tiny) through every endpoint, in float32 at
+// a single rank and under tp 2 dp 2 DP attention, and with every default (bf16): answers checked for content (usage equal to the
 // token counts, streams equal to the non-streamed answers, tokenize/detokenize round trips,
 // greedy ids equal `eval`), each kind of client error answered in OpenAI's error shape with the
 // server serving on, and a client that hangs up freeing its engine request and KV cache.
@@ -33,9 +33,11 @@ constexpr int kContextLength = 2048;  // brown-tiny's max_position_embeddings
 constexpr const char* kModelName = "brown-tiny";
 constexpr const char* kPrompt = "The jury said that";
 
+// kDtype is given to the server and to `eval`, whose greedy ids the server's must equal.
 struct SingleRank {
   static constexpr const char* kName = "SingleRank";
   static constexpr const char* kFlags = "";
+  static constexpr const char* kDtype = "float32";
   static constexpr int kTp = 1;
   static constexpr size_t kGroups = 1;
 };
@@ -43,8 +45,18 @@ struct SingleRank {
 struct DpAttention {
   static constexpr const char* kName = "DpAttention";
   static constexpr const char* kFlags = "--tp 2 --dp 2 --enable-dp-attention";
+  static constexpr const char* kDtype = "float32";
   static constexpr int kTp = 2;
   static constexpr size_t kGroups = 2;
+};
+
+// The server as a user starts it: every default, bf16 weights.
+struct DefaultConfig {
+  static constexpr const char* kName = "DefaultConfig";
+  static constexpr const char* kFlags = "";
+  static constexpr const char* kDtype = "bfloat16";
+  static constexpr int kTp = 1;
+  static constexpr size_t kGroups = 1;
 };
 
 // Polls `done` every 20 ms until it holds or `timeout` passes; whether it held.
@@ -172,7 +184,8 @@ class ServerTour : public ::testing::Test {
   static void SetUpTestSuite() {
     server_ =
         std::make_unique<ServerProcess>(std::string("--api-key ") + kApiKey + " --max-body-bytes " +
-                                        std::to_string(kMaxBodyBytes) + " " + Layout::kFlags);
+                                        std::to_string(kMaxBodyBytes) + " --dtype " +
+                                        Layout::kDtype + " " + Layout::kFlags);
   }
   static void TearDownTestSuite() { server_.reset(); }
 
@@ -193,7 +206,7 @@ struct LayoutName {
   }
 };
 
-using Layouts = ::testing::Types<SingleRank, DpAttention>;
+using Layouts = ::testing::Types<SingleRank, DpAttention, DefaultConfig>;
 TYPED_TEST_SUITE(ServerTour, Layouts, LayoutName);
 
 TYPED_TEST(ServerTour, InfoEndpointsDescribeTheServer) {
@@ -432,7 +445,8 @@ TYPED_TEST(ServerTour, GreedyCompletionEqualsEval) {
   TempDir tmp;
   json eval_input = {{"prompts", json::array()}};
   for (const auto& ids : prompts) eval_input["prompts"].push_back({{"ids", ids}});
-  json eval = run_eval("models/brown-tiny", eval_input, "--dtype float32", tmp, max_new);
+  json eval = run_eval("models/brown-tiny", eval_input, std::string("--dtype ") + TypeParam::kDtype,
+                       tmp, max_new);
   ASSERT_EQ(eval["prompts"].size(), prompts.size()) << eval.dump();
 
   json answer =
