@@ -1,8 +1,9 @@
 // A tour of the real `mlaserve serve` process (brown-tiny) through every endpoint, in float32 at
-// a single rank and under tp 2 dp 2 DP attention, and with every default (bf16): answers checked for content (usage equal to the
-// token counts, streams equal to the non-streamed answers, tokenize/detokenize round trips,
-// greedy ids equal `eval`), each kind of client error answered in OpenAI's error shape with the
-// server serving on, and a client that hangs up freeing its engine request and KV cache.
+// a single rank and under tp 2 dp 2 DP attention, and with every default (bf16): answers checked
+// for content (usage equal to the token counts, streams equal to the non-streamed answers,
+// tokenize/detokenize round trips, greedy ids equal `eval`), each kind of client error answered in
+// OpenAI's error shape with the server serving on, and a client that hangs up freeing its engine
+// request and KV cache.
 //
 // One server per layout serves the whole suite (typed tests: a suite per layout, so a layout's
 // server is stopped before the next one starts; ctest runs each layout's suite as one test). It
@@ -58,16 +59,6 @@ struct DefaultConfig {
   static constexpr int kTp = 1;
   static constexpr size_t kGroups = 1;
 };
-
-// Polls `done` every 20 ms until it holds or `timeout` passes; whether it held.
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
 
 // How much a counter grew between two /metrics texts (a labelled series appears at its first
 // increment: absent counts as 0).
@@ -182,10 +173,9 @@ template <typename Layout>
 class ServerTour : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    server_ =
-        std::make_unique<ServerProcess>(std::string("--api-key ") + kApiKey + " --max-body-bytes " +
-                                        std::to_string(kMaxBodyBytes) + " --dtype " +
-                                        Layout::kDtype + " " + Layout::kFlags);
+    server_ = std::make_unique<ServerProcess>(std::string("--api-key ") + kApiKey +
+                                              " --max-body-bytes " + std::to_string(kMaxBodyBytes) +
+                                              " --dtype " + Layout::kDtype + " " + Layout::kFlags);
   }
   static void TearDownTestSuite() { server_.reset(); }
 

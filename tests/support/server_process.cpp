@@ -158,6 +158,15 @@ nlohmann::json ServerProcess::generate_json(const std::vector<int>& ids, int max
   return call("/generate", &body);
 }
 
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 std::vector<nlohmann::json> generate_concurrently(const ServerProcess& server,
                                                   const std::vector<GenerateJob>& jobs) {
   std::vector<std::future<nlohmann::json>> futures;

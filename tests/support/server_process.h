@@ -5,6 +5,8 @@
 #include <httplib.h>
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -95,6 +97,9 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
 };
+
+// Polls `done` every 20 ms until it holds or `timeout` passes; whether it held.
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 
 // One greedy /generate request: input ids and how many tokens to generate (EOS ignored).
 struct GenerateJob {
