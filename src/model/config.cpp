@@ -246,7 +246,7 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail("{}: invalid JSON: {}", path.string(), e.what());
   }
   return from_json(j, path.string());

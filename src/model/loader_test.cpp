@@ -236,6 +236,23 @@ TEST_F(Loader, ShapeWhoseSizeOverflowsIsNamed) {
   }
 }
 
+// Found by safetensors_fuzz: a number beyond double (1e400) in a header is the JSON library's
+// out_of_range, which escaped where only its parse_error was caught; the index and config.json
+// had the same gap.
+TEST_F(Loader, NumberBeyondDoubleIsInvalidJson) {
+  const std::string header = "{\"x\":{\"dtype\":\"F32\",\"shape\":[1e400],\"data_offsets\":[0,4]}}";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  std::ofstream(dir_ / "model.safetensors", std::ios::binary) << bytes << header << "abcd";
+  EXPECT_NE(load_error().find("model.safetensors: header is not valid JSON"), std::string::npos)
+      << load_error();
+  std::ofstream(dir_ / "model.safetensors.index.json") << "{\"weight_map\": {\"x\": 1e400}}";
+  EXPECT_NE(load_error().find("model.safetensors.index.json: invalid JSON"), std::string::npos)
+      << load_error();
+  std::ofstream(dir_ / "config.json") << "{\"vocab_size\": 1e400}";
+  EXPECT_NE(load_error().find("config.json: invalid JSON"), std::string::npos) << load_error();
+}
+
 TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
   auto expect_error = [](json cfg, const std::string& needle) {
     try {

@@ -132,7 +132,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
   json header;
   try {
     header = json::parse(map_->data() + 8, map_->data() + 8 + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail("{}: header is not valid JSON: {}", file, e.what());
   }
   if (!header.is_object()) fail("{}: header is not a JSON object", file);
@@ -157,7 +157,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
     json index;
     try {
       index = json::parse(in);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       fail("{}: invalid JSON: {}", index_path.string(), e.what());
     }
     if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
