@@ -77,9 +77,9 @@ TEST_P(MakeModel, DecodeMatchesFullRecomputeAndBatchingChangesNothing) {
 TEST(MakeModelSeed, SameSeedSameWeightsOtherSeedOtherWeights) {
   const TempDir tmp;
   const auto make = [&](const std::string& name, int seed) {
-    const auto made = run_command(mlaserve_bin() +
-                                  " make-model --config tests/data/configs/odd-v3.json --out " +
-                                  (tmp / name).string() + " --seed " + std::to_string(seed));
+    const auto made =
+        run_command(mlaserve_bin() + " make-model --config tests/data/configs/odd-v3.json --out " +
+                    (tmp / name).string() + " --seed " + std::to_string(seed));
     EXPECT_EQ(made.exit_code, 0) << made.output;
     return read_text(tmp / name / "model.safetensors");
   };

@@ -19,19 +19,25 @@ namespace {
 namespace fs = std::filesystem;
 using namespace mlaserve::model;
 
-// A directory of this process's own, with the two shards an index may name.
-const fs::path& work_dir() {
-  static const fs::path dir = [] {
+// A directory of this process's own, with the two shards an index may name; removed when the
+// process exits normally.
+struct WorkDir {
+  WorkDir() {
     std::string pattern = (fs::temp_directory_path() / "safetensors_fuzz.XXXXXX").string();
     if (!mkdtemp(pattern.data())) std::abort();
-    const fs::path made = pattern;
+    path = pattern;
     const auto bytes = [](size_t n) { return std::vector<uint8_t>(n, 0x3c); };
-    write_safetensors(made / "shard-1.safetensors", {{"a", StorageType::F32, {2, 3}, bytes(24)},
+    write_safetensors(path / "shard-1.safetensors", {{"a", StorageType::F32, {2, 3}, bytes(24)},
                                                      {"b", StorageType::BF16, {4}, bytes(8)}});
-    write_safetensors(made / "shard-2.safetensors", {{"c", StorageType::F8_E4M3, {5}, bytes(5)}});
-    return made;
-  }();
-  return dir;
+    write_safetensors(path / "shard-2.safetensors", {{"c", StorageType::F8_E4M3, {5}, bytes(5)}});
+  }
+  ~WorkDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+const fs::path& work_dir() {
+  static const WorkDir dir;
+  return dir.path;
 }
 
 void write_file(const fs::path& path, const uint8_t* data, size_t size) {
