@@ -139,6 +139,8 @@ TEST(Serve, MaxPrefillTokensSpreadsPromptsOverSteps) {
 // The order two waiting requests finish in, under --schedule-policy `policy`, with one request
 // at a time (--max-running-requests 1): "unrelated" arrives first, "cached" (whose 200-token
 // prefix the radix cache holds) second, both while a long generation occupies the one place.
+// Each generates 150 tokens, so the second admitted finishes 150 steps after the first: the
+// order the clients see is the admission order, whatever the thread scheduling.
 std::vector<std::string> finishing_order(const std::string& policy) {
   ServerProcess server("--max-running-requests 1 --schedule-policy " + policy);
   EXPECT_GT(server.port(), 0);
@@ -157,7 +159,7 @@ std::vector<std::string> finishing_order(const std::string& policy) {
   std::vector<std::string> order;
   const auto submit = [&](const std::string& name, std::vector<int> prompt) {
     return std::async(std::launch::async, [&, name, prompt] {
-      server.generate(prompt, 2);
+      server.generate(prompt, 150);
       const std::lock_guard<std::mutex> lock(mutex);
       order.push_back(name);
     });
