@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything mlaserve needs from Debian 12 packages. Safe to run twice:
-# it only calls apt when a package is missing.
+# it only calls apt when a package is missing. --fuzz adds what scripts/fuzz.sh needs: clang with
+# its libFuzzer and sanitizer runtimes, and clang's OpenMP (the fuzz build configures every
+# folder with clang).
 set -euo pipefail
 
 PACKAGES=(
@@ -13,6 +15,9 @@ PACKAGES=(
   clang-format
   iproute2  # ip netns / veth / tc for scripts/multihost.sh and its tests (util-linux's unshare too)
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -15,10 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-struct Job {
-  std::vector<int> prompt;
-  int max_new = 0;
-};
+using Job = GenerateJob;
 
 // BOS and 3..142 tokens of brown-tiny's vocabulary; 4..24 new tokens.
 std::vector<Job> mixed_jobs(int n) {
@@ -34,13 +31,9 @@ std::vector<Job> mixed_jobs(int n) {
 
 std::vector<std::vector<int>> run_concurrently(const ServerProcess& server,
                                                const std::vector<Job>& jobs) {
-  std::vector<std::future<std::vector<int>>> futures;
-  for (const Job& job : jobs) {
-    futures.push_back(std::async(
-        std::launch::async, [&server, job] { return server.generate(job.prompt, job.max_new); }));
-  }
   std::vector<std::vector<int>> outputs;
-  for (auto& f : futures) outputs.push_back(f.get());
+  for (const json& answer : generate_concurrently(server, jobs))
+    outputs.push_back(answer.value("output_ids", std::vector<int>{}));
   return outputs;
 }
 

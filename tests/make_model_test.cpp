@@ -72,6 +72,25 @@ TEST_P(MakeModel, DecodeMatchesFullRecomputeAndBatchingChangesNothing) {
   }
 }
 
+// --seed decides the weights: the same seed writes the same checkpoint twice, another seed a
+// different one (config.json alike).
+TEST(MakeModelSeed, SameSeedSameWeightsOtherSeedOtherWeights) {
+  const TempDir tmp;
+  const auto make = [&](const std::string& name, int seed) {
+    const auto made =
+        run_command(mlaserve_bin() + " make-model --config tests/data/configs/odd-v3.json --out " +
+                    (tmp / name).string() + " --seed " + std::to_string(seed));
+    EXPECT_EQ(made.exit_code, 0) << made.output;
+    return read_text(tmp / name / "model.safetensors");
+  };
+  const std::string first = make("a", 7), again = make("b", 7), other = make("c", 8);
+  ASSERT_GT(first.size(), 1000u);
+  EXPECT_TRUE(first == again) << "seed 7 wrote two different checkpoints";
+  EXPECT_EQ(first.size(), other.size());
+  EXPECT_FALSE(first == other) << "seeds 7 and 8 wrote the same checkpoint";
+  EXPECT_EQ(read_text(tmp / "a" / "config.json"), read_text(tmp / "c" / "config.json"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, MakeModel,
                          ::testing::Values(MadeModel{"odd-v3.json", "bf16"},
                                            MadeModel{"odd-v3.json", "fp8"},

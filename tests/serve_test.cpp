@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "support/command.h"
@@ -106,6 +107,81 @@ TEST(Serve, MaxRunningRequestsBoundsTheBatch) {
   const json status = server.call("/get_server_info")["engine"];
   EXPECT_EQ(status["max_running_requests_per_group"], 2);
   EXPECT_EQ(status["running_requests_peak"], 2) << status.dump();
+}
+
+// --max-prefill-tokens 50: six 40-token prompts submitted together cannot share a prefill step
+// (a step admits prompts while their tokens fit the budget, and the first one always), so the
+// engine takes at least six steps for what one step holds under the default budget; each still
+// gets eval's token.
+TEST(Serve, MaxPrefillTokensSpreadsPromptsOverSteps) {
+  std::vector<std::vector<int>> ps;
+  for (int i = 0; i < 6; ++i) {
+    ps.push_back({0});
+    for (int j = 1; j < 40; ++j) ps.back().push_back(100 + (i * 53 + j * 7) % 3000);
+  }
+  const auto expected = eval_greedy(ps, 1);
+  ASSERT_EQ(expected.size(), ps.size());
+  ServerProcess server("--max-prefill-tokens 50");
+  ASSERT_GT(server.port(), 0);
+  const json body = {
+      {"input_ids", ps},
+      {"sampling_params", {{"max_new_tokens", 1}, {"temperature", 0}, {"ignore_eos", true}}}};
+  const json answers = server.call("/generate", &body);
+  ASSERT_EQ(answers.size(), ps.size()) << answers.dump();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    EXPECT_EQ(answers[i]["output_ids"].get<std::vector<int>>(), expected[i]) << "prompt " << i;
+  }
+  const json status = server.call("/get_server_info")["engine"];
+  EXPECT_EQ(status["max_prefill_tokens_per_group"], 50);
+  EXPECT_GE(status["steps"].get<int64_t>(), 6) << status.dump();
+}
+
+// The order two waiting requests finish in, under --schedule-policy `policy`, with one request
+// at a time (--max-running-requests 1): "unrelated" arrives first, "cached" (whose 200-token
+// prefix the radix cache holds) second, both while a long generation occupies the one place.
+// Each generates 150 tokens, so the second admitted finishes 150 steps after the first: the
+// order the clients see is the admission order, whatever the thread scheduling.
+std::vector<std::string> finishing_order(const std::string& policy) {
+  ServerProcess server("--max-running-requests 1 --schedule-policy " + policy);
+  EXPECT_GT(server.port(), 0);
+  if (server.port() == 0) return {};
+  std::vector<int> prefix = {0}, unrelated = {0};
+  for (int j = 1; j < 200; ++j) {
+    prefix.push_back(100 + j * 13 % 3000);
+    unrelated.push_back(200 + j * 29 % 3000);
+  }
+  server.generate(prefix, 1);  // the radix cache now holds the prefix
+  const auto engine = [&] { return server.call("/get_server_info")["engine"]; };
+  auto blocker = std::async(std::launch::async, [&] { return server.generate({0, 5, 6}, 1500); });
+  EXPECT_TRUE(
+      wait_until([&] { return engine()["running_requests"] == 1; }, std::chrono::seconds(30)));
+  std::mutex mutex;
+  std::vector<std::string> order;
+  const auto submit = [&](const std::string& name, std::vector<int> prompt) {
+    return std::async(std::launch::async, [&, name, prompt] {
+      server.generate(prompt, 150);
+      const std::lock_guard<std::mutex> lock(mutex);
+      order.push_back(name);
+    });
+  };
+  auto first = submit("unrelated", unrelated);
+  EXPECT_TRUE(
+      wait_until([&] { return engine()["waiting_requests"] == 1; }, std::chrono::seconds(30)));
+  std::vector<int> cached = prefix;
+  cached.push_back(7);
+  auto second = submit("cached", cached);
+  EXPECT_TRUE(
+      wait_until([&] { return engine()["waiting_requests"] == 2; }, std::chrono::seconds(30)))
+      << "the long generation ended before both requests were waiting";
+  blocker.get();
+  first.get();
+  second.get();
+  return order;
+}
+
+TEST(Serve, LongestPrefixMatchAdmitsTheCachedPromptFirst) {
+  EXPECT_EQ(finishing_order("lpm"), (std::vector<std::string>{"cached", "unrelated"}));
+  EXPECT_EQ(finishing_order("fcfs"), (std::vector<std::string>{"unrelated", "cached"}));
 }
 
 }  // namespace

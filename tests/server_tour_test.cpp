@@ -1,8 +1,9 @@
-// A tour of the real `mlaserve serve` process (brown-tiny, float32) through every endpoint, at a
-// single rank and under tp 2 dp 2 DP attention: answers checked for content (usage equal to the
-// token counts, streams equal to the non-streamed answers, tokenize/detokenize round trips,
-// greedy ids equal `eval`), each kind of client error answered in OpenAI's error shape with the
-// server serving on, and a client that hangs up freeing its engine request and KV cache.
+// A tour of the real `mlaserve serve` process (brown-tiny) through every endpoint, in float32 at
+// a single rank and under tp 2 dp 2 DP attention, and with every default (bf16): answers checked
+// for content (usage equal to the token counts, streams equal to the non-streamed answers,
+// tokenize/detokenize round trips, greedy ids equal `eval`), each kind of client error answered in
+// OpenAI's error shape with the server serving on, and a client that hangs up freeing its engine
+// request and KV cache.
 //
 // One server per layout serves the whole suite (typed tests: a suite per layout, so a layout's
 // server is stopped before the next one starts; ctest runs each layout's suite as one test). It
@@ -33,9 +34,11 @@ constexpr int kContextLength = 2048;  // brown-tiny's max_position_embeddings
 constexpr const char* kModelName = "brown-tiny";
 constexpr const char* kPrompt = "The jury said that";
 
+// kDtype is given to the server and to `eval`, whose greedy ids the server's must equal.
 struct SingleRank {
   static constexpr const char* kName = "SingleRank";
   static constexpr const char* kFlags = "";
+  static constexpr const char* kDtype = "float32";
   static constexpr int kTp = 1;
   static constexpr size_t kGroups = 1;
 };
@@ -43,19 +46,19 @@ struct SingleRank {
 struct DpAttention {
   static constexpr const char* kName = "DpAttention";
   static constexpr const char* kFlags = "--tp 2 --dp 2 --enable-dp-attention";
+  static constexpr const char* kDtype = "float32";
   static constexpr int kTp = 2;
   static constexpr size_t kGroups = 2;
 };
 
-// Polls `done` every 20 ms until it holds or `timeout` passes; whether it held.
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+// The server as a user starts it: every default, bf16 weights.
+struct DefaultConfig {
+  static constexpr const char* kName = "DefaultConfig";
+  static constexpr const char* kFlags = "";
+  static constexpr const char* kDtype = "bfloat16";
+  static constexpr int kTp = 1;
+  static constexpr size_t kGroups = 1;
+};
 
 // How much a counter grew between two /metrics texts (a labelled series appears at its first
 // increment: absent counts as 0).
@@ -170,9 +173,9 @@ template <typename Layout>
 class ServerTour : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    server_ =
-        std::make_unique<ServerProcess>(std::string("--api-key ") + kApiKey + " --max-body-bytes " +
-                                        std::to_string(kMaxBodyBytes) + " " + Layout::kFlags);
+    server_ = std::make_unique<ServerProcess>(std::string("--api-key ") + kApiKey +
+                                              " --max-body-bytes " + std::to_string(kMaxBodyBytes) +
+                                              " --dtype " + Layout::kDtype + " " + Layout::kFlags);
   }
   static void TearDownTestSuite() { server_.reset(); }
 
@@ -193,7 +196,7 @@ struct LayoutName {
   }
 };
 
-using Layouts = ::testing::Types<SingleRank, DpAttention>;
+using Layouts = ::testing::Types<SingleRank, DpAttention, DefaultConfig>;
 TYPED_TEST_SUITE(ServerTour, Layouts, LayoutName);
 
 TYPED_TEST(ServerTour, InfoEndpointsDescribeTheServer) {
@@ -432,7 +435,8 @@ TYPED_TEST(ServerTour, GreedyCompletionEqualsEval) {
   TempDir tmp;
   json eval_input = {{"prompts", json::array()}};
   for (const auto& ids : prompts) eval_input["prompts"].push_back({{"ids", ids}});
-  json eval = run_eval("models/brown-tiny", eval_input, "--dtype float32", tmp, max_new);
+  json eval = run_eval("models/brown-tiny", eval_input, std::string("--dtype ") + TypeParam::kDtype,
+                       tmp, max_new);
   ASSERT_EQ(eval["prompts"].size(), prompts.size()) << eval.dump();
 
   json answer =

@@ -4,7 +4,8 @@
 // with one kv head), so the work item is "all heads of one token × a range of its kv rows":
 // each kv block is loaded once and scored against every head. When there are fewer tokens
 // than threads (decode), a token's kv range is split into parts whose softmax states are
-// merged at the end, so that both cores stream disjoint halves of the cache. A pool stored as
+// merged at the end, so that both cores stream disjoint halves of the cache (not under
+// deterministic_kernels(), see parts_per_token). A pool stored as
 // bf16 or fp8 is decoded as it is read, a row at a time into a small per-thread tile of float32
 // rows (kv_row_as_f32): the cache streams at its stored size and is never copied whole.
 //
@@ -34,8 +35,10 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 21;
 
 // How many parts to split each query token's kv range into: enough work items for every
 // thread twice over (dynamic scheduling evens out the causal imbalance), but parts of at
-// least kMinRowsPerPart rows.
+// least kMinRowsPerPart rows. One under deterministic_kernels(): the merge of the parts' states
+// rounds differently from one pass, and the split depends on n_q and the thread count.
 int64_t parts_per_token(int64_t n_q, int64_t shortest_range) {
+  if (deterministic_kernels()) return 1;
   const int64_t wanted = (2 * omp_get_max_threads() + n_q - 1) / n_q;
   return std::clamp<int64_t>(std::min(wanted, shortest_range / kMinRowsPerPart), 1, wanted);
 }

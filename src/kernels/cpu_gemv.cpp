@@ -24,6 +24,7 @@ constexpr int64_t kMinParallelWork = 1 << 16;  // elements below which one threa
 // sleep, and waking one (~50 µs) only pays for weights that take longer than that to stream.
 constexpr int64_t kMinParallelBytesAwake = 2 * kMinParallelWork;
 constexpr int64_t kMinParallelBytesAsleep = 2 << 20;
+constexpr int64_t kXBlockBytes = 256 << 10;  // x rows per pass over the weights (run_rows)
 
 // ---- F32 weights ------------------------------------------------------------------------
 
@@ -176,7 +177,8 @@ bool rounds_x(const GemvJob& job) {
 }
 
 // Weight rows [first, last) of one job, x already rounded to bf16 for BF16/FP8/INT8 jobs (xb).
-void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first, int64_t last) {
+void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
+                    int64_t last) {
   if (job.type == WeightType::FP8 || job.type == WeightType::INT8) {
     gemv_q8_rows(job, xb, k_padded, first, last);
     return;
@@ -201,6 +203,22 @@ void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t firs
         }
       }
     }
+  }
+}
+
+// As run_rows_all_x, for x in blocks of rows that stay in L2 while the thread's weight rows
+// stream past each block once. Only the deterministic mode sends large m here (prefill); there,
+// without blocking, every weight tile would re-read all of x from L3. Each output is still one
+// tile's full-K sum: the blocking changes no result.
+void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first, int64_t last) {
+  const int64_t x_row_bytes = job.type == WeightType::F32 ? job.k * 4 : k_padded * 2;
+  const int64_t block = std::max<int64_t>(kTileM, kXBlockBytes / x_row_bytes / kTileM * kTileM);
+  for (int64_t i = 0; i < job.m; i += block) {
+    GemvJob part = job;
+    part.x = job.x + i * job.k;
+    part.m = std::min(block, job.m - i);
+    part.y = job.y + i * job.n;
+    run_rows_all_x(part, rounds_x(job) ? xb + i * k_padded : xb, k_padded, first, last);
   }
 }
 

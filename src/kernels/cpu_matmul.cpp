@@ -1,6 +1,7 @@
 // matmul() and prepare(): hand-written AVX-512 GEMV for few rows of x (decode, bound by the
 // weight stream), oneDNN on packed weights for many rows (prefill, bound by FMA throughput); FP8
-// and INT8 weights the same way, their GEMM on panels dequantized per call.
+// and INT8 weights the same way, their GEMM on panels dequantized per call. Under
+// deterministic_kernels() the GEMV serves every m, so that a row's sum is one order whatever m.
 #include <algorithm>
 #include <vector>
 
@@ -32,7 +33,13 @@ bool use_gemv(const MatmulJob& job) {
   const Weight& w = *job.w;
   const bool supported =
       w.type() == WeightType::F32 ? cpu_has_avx512() : rounds_x(w) && cpu_has_avx512_bf16();
-  return supported && w.cols() > 0 && job.m <= kMaxGemvRows;
+  return supported && w.cols() > 0 && (job.m <= kMaxGemvRows || deterministic_kernels());
+}
+
+// oneDNN's result for a row depends on m (its kernels and blocking change with the shape), so
+// the deterministic mode never uses it.
+bool use_dnnl(const Weight& w) {
+  return dnnl_supports(w) && !deterministic_kernels();
 }
 
 GemvJob gemv_job(const MatmulJob& job) {
@@ -48,7 +55,7 @@ void matmul_other(const MatmulJob& job) {
   const Weight& w = *job.w;
   if (w.cols() == 0) {
     std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
-  } else if (dnnl_supports(w)) {
+  } else if (use_dnnl(w)) {
     dnnl_matmul(job.x, job.m, w, job.y);
   } else if (reference_kernels_forced() || !rounds_x(w)) {
     ref::matmul(job.x, job.m, w, job.y);
@@ -66,7 +73,7 @@ void matmul_other(const MatmulJob& job) {
 
 void prepare(Weight& w) {
   // FP8/INT8 stay as they are: their GEMM dequantizes panels per call.
-  if (w.empty() || w.cols() == 0 || w.quantized() || !dnnl_supports(w)) return;
+  if (w.empty() || w.cols() == 0 || w.quantized() || !use_dnnl(w)) return;
   w.packed = dnnl_pack(w);
   w.packed_bytes = dnnl_packed_bytes(w);
 }

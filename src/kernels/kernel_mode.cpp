@@ -5,7 +5,8 @@ namespace mlaserve::kernels {
 
 namespace {
 bool g_reference_kernels = false;
-}
+bool g_deterministic_kernels = false;
+}  // namespace
 
 void use_reference_kernels(bool on) {
   g_reference_kernels = on;
@@ -13,6 +14,14 @@ void use_reference_kernels(bool on) {
 
 bool reference_kernels_forced() {
   return g_reference_kernels;
+}
+
+void use_deterministic_kernels(bool on) {
+  g_deterministic_kernels = on;
+}
+
+bool deterministic_kernels() {
+  return g_deterministic_kernels;
 }
 
 }  // namespace mlaserve::kernels

@@ -98,6 +98,18 @@ class Weight {
 // fast path end to end (`--kernels reference`). Set once at start-up, before weights are prepared.
 void use_reference_kernels(bool on);
 
+// Batch-invariant kernels (`--enable-deterministic-inference`): every op computes each row of its
+// output with one reduction order, whatever the other rows of the call (how many, so which path
+// serves the shape), the chunking of a prompt and the thread count. Matmuls of every m go to
+// the GEMV kernels (one fp32 accumulator set per x row over the whole of K, never oneDNN, whose
+// blocking depends on m) or, without AVX-512 (BF16), to the reference; absorbed attention folds
+// a token's kv rows in one pass from row 0 instead of splitting them over threads. The model
+// then sends every sequence through the absorbed path (see DeepseekModel::attention), so a
+// token's output is the same bits whether it is prefilled, extended or decoded, alone or in a
+// batch. Set once at start-up, before weights are prepared (no oneDNN packing is made).
+void use_deterministic_kernels(bool on);
+bool deterministic_kernels();
+
 // Called once after a weight is filled (model load). May pack it for the fast path.
 void prepare(Weight& w);
 

@@ -181,10 +181,12 @@ void BM_CutOver(benchmark::State& state) {
 }
 
 // Prefill GEMM, compute-bound: one weight, m rows. Args: N, K, m. kPacked: oneDNN on its packed
-// copy (prepare()) or on the row-major weight.
-template <WeightType kType, bool kPacked = true>
+// copy (prepare()) or on the row-major weight. kDeterministic: the deterministic kernels (GEMV
+// at every m).
+template <WeightType kType, bool kPacked = true, bool kDeterministic = false>
 void BM_MatmulPrefill(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  use_deterministic_kernels(kDeterministic);
   Weight w = make_weight(kType, n, k, 1);
   if (kPacked) prepare(w);
   const std::vector<float> x = values(static_cast<size_t>(m * k), 7);
@@ -195,6 +197,7 @@ void BM_MatmulPrefill(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   rates.rate("FLOP/s", 2.0 * static_cast<double>(m * n * k));
+  use_deterministic_kernels(false);
 }
 
 // DeepSeek-V3 projections and the bench model's (hidden 1024, dense MLP 2816, vocab 32000).
@@ -214,9 +217,10 @@ void cut_over_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"N", "K", "m"})->UseRealTime();
 }
 
+// m = 32: a decode batch of 32 beyond the GEMV's range; m = 512: a prefill chunk.
 void prefill_shapes(benchmark::internal::Benchmark* b) {
   for (auto [n, k] : {std::pair{2048, 7168}, {7168, 2048}, {2 * 2816, 1024}, {1024, 2816}}) {
-    b->Args({n, k, 512});
+    for (int m : {32, 512}) b->Args({n, k, m});
   }
   b->ArgNames({"N", "K", "m"})->UseRealTime()->Unit(benchmark::kMillisecond);
 }
@@ -231,6 +235,7 @@ BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16, false>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::BF16, true, true>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::F32>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);

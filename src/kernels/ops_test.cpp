@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu_isa.h"
+#include "kernels/deterministic_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/reference.h"
 
@@ -218,6 +219,18 @@ TEST(Matmul, BatchMatchesReference) {
     const std::vector<float> expected = run_ref_matmul(xs[j], cases[j].m, weights[j]);
     expect_not_all_zero(expected);
     EXPECT_LE(relative_error(ys[j], expected, 1.0), kF32Tolerance);
+  }
+}
+
+// Deterministic kernels: a row's product is the same bits alone and in a batch of any size,
+// packed weights or not (n, k with row and column tails).
+TEST(Matmul, DeterministicRowsEqualTheirProductAlone) {
+  const DeterministicKernels deterministic;
+  for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+    SCOPED_TRACE(weight_type_name(type));
+    Weight w = random_weight(type, 130, 1000, 8);
+    prepare(w);
+    expect_rows_equal_alone(w, random_values(64 * 1000, 9));
   }
 }
 
@@ -536,6 +549,38 @@ TEST(AbsorbedAttention, MatchesReferenceForOtherThreadCounts) {
            {AbsorbedCase{1, 16, 256, 32, 1000}, AbsorbedCase{3, 8, 64, 16, 700}}) {
         const int64_t pool_rows = c.n_kv + 3;
         check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 25), pool_rows, dtype);
+      }
+    }
+  }
+  omp_set_num_threads(default_threads);
+}
+
+// Deterministic kernels: each query token of an extend (n_q tokens over a cached prefix) gets
+// the same bits as that token decoded alone over its own prefix, whatever the thread count
+// (which, outside the mode, splits a lone token's kv range into parts).
+TEST(AbsorbedAttention, DeterministicTokensEqualThemselvesDecodedAlone) {
+  const DeterministicKernels deterministic;
+  const AbsorbedCase c{6, 8, 64, 16, 700};
+  const int64_t pool_rows = c.n_kv + 3, d_qk = c.d_latent + c.d_rope;
+  const std::vector<int32_t> slots = shuffled_slots(c.n_kv, pool_rows, 27);
+  const AbsorbedRun run = random_absorbed(c, pool_rows);
+  const int64_t out_row = c.n_heads * c.d_latent;
+  const int default_threads = omp_get_max_threads();
+  for (KvDtype dtype : kKvDtypes) {
+    const StoredKv kv(run.pool, d_qk, dtype);
+    std::vector<float> extend(static_cast<size_t>(c.n_q * out_row));
+    mla_attention_absorbed(run.shape, run.q.data(), kv.rows(), slots.data(), extend.data());
+    for (int threads : {1, 3}) {
+      omp_set_num_threads(threads);
+      for (int64_t i = 0; i < c.n_q; ++i) {
+        AbsorbedAttention alone = run.shape;
+        alone.n_q = 1;
+        alone.n_kv = c.n_kv - c.n_q + 1 + i;
+        std::vector<float> out(static_cast<size_t>(out_row));
+        mla_attention_absorbed(alone, run.q.data() + i * c.n_heads * d_qk, kv.rows(), slots.data(),
+                               out.data());
+        EXPECT_EQ(std::memcmp(out.data(), extend.data() + i * out_row, out.size() * 4), 0)
+            << "token " << i << ", kv " << kv_dtype_name(dtype) << ", " << threads << " threads";
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu_isa.h"
+#include "kernels/deterministic_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/q8_decode.h"
 #include "kernels/reference.h"
@@ -141,6 +142,21 @@ TEST(Quantized, MatmulMatchesReference) {
       const bool panel_bf16 = activations == WeightType::BF16 && c.m > 8;
       EXPECT_LE(relative_error(actual, expected),
                 panel_bf16 ? kPanelBf16Tolerance : kGemvTolerance);
+    }
+  }
+}
+
+// Deterministic kernels: a row's product is the same bits alone and in a batch of any size,
+// with bf16 activations (GEMV at every m) and float32 ones (the reference at every m).
+TEST(Quantized, DeterministicRowsEqualTheirProductAlone) {
+  const DeterministicKernels deterministic;
+  for (WeightType activations : {WeightType::BF16, WeightType::F32}) {
+    for (WeightType type : {WeightType::FP8, WeightType::INT8}) {
+      SCOPED_TRACE(testing::Message()
+                   << weight_type_name(type) << " act " << weight_type_name(activations));
+      const QuantizedCase c{type, 64, 130, 300, 100, 64};
+      const Weight w = random_quantized(c, activations, 6);
+      expect_rows_equal_alone(w, random_x(c.m * c.k, 10, activations == WeightType::BF16));
     }
   }
 }

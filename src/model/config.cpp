@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 
 #include "core/error.h"
@@ -78,12 +79,19 @@ void read_yarn(const ConfigReader& c, ModelConfig& cfg) {
   cfg.yarn = y;
 }
 
+// RouterSpec counts are ints: a larger value would wrap into a different, plausible count.
+int router_int(const ConfigReader& c, const char* key, int64_t value) {
+  if (value < INT32_MIN || value > INT32_MAX)
+    fail("{}: '{}' {} is out of range", c.origin(), key, value);
+  return static_cast<int>(value);
+}
+
 void read_router(const ConfigReader& c, ModelConfig& cfg) {
   auto& r = cfg.router;
-  r.n_experts = static_cast<int>(cfg.n_routed_experts);
-  r.top_k = static_cast<int>(c.positive("num_experts_per_tok"));
-  r.n_group = static_cast<int>(c.optional<int64_t>("n_group", 1));
-  r.topk_group = static_cast<int>(c.optional<int64_t>("topk_group", 1));
+  r.n_experts = router_int(c, "n_routed_experts", cfg.n_routed_experts);
+  r.top_k = router_int(c, "num_experts_per_tok", c.positive("num_experts_per_tok"));
+  r.n_group = router_int(c, "n_group", c.optional<int64_t>("n_group", 1));
+  r.topk_group = router_int(c, "topk_group", c.optional<int64_t>("topk_group", 1));
   r.norm_topk_prob = c.optional<bool>("norm_topk_prob", false);
   r.routed_scaling_factor = static_cast<float>(c.optional<double>("routed_scaling_factor", 1.0));
 
@@ -225,7 +233,11 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
 
   cfg.bos_token_id = c.optional<int64_t>("bos_token_id", 0);
   if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
-    for (const auto& v : j["eos_token_id"]) cfg.eos_token_ids.push_back(v.get<int64_t>());
+    for (const auto& v : j["eos_token_id"]) {
+      if (!v.is_number_integer())
+        fail("{}: 'eos_token_id' lists {}, not a token id", origin, v.dump());
+      cfg.eos_token_ids.push_back(v.get<int64_t>());
+    }
   } else {
     cfg.eos_token_ids.push_back(c.optional<int64_t>("eos_token_id", 1));
   }
@@ -239,7 +251,7 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail("{}: invalid JSON: {}", path.string(), e.what());
   }
   return from_json(j, path.string());

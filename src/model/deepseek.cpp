@@ -252,7 +252,9 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
   }
 
   // Store the new latents, then attend: pure prefill decompresses K/V (normal path); a sequence
-  // with a cached prefix attends in latent space (absorbed path). The step's decodes (one new
+  // with a cached prefix attends in latent space (absorbed path), and so does every sequence
+  // under deterministic kernels, so that a token's attention is computed one way whether its
+  // prompt arrives whole, in chunks or after a cached prefix. The step's decodes (one new
   // token each) go through the absorption together: one batch of W_UK and one of W_UV products
   // over all their rows, in jobs of up to 8 rows (the GEMV's range), instead of two batches per
   // sequence that each re-read every head's weights for a single row.
@@ -267,7 +269,7 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
       const int32_t slot = s.kv_slots[static_cast<size_t>(s.n_cached + j)];
       kv.write_row(layer, slot, latent + (row + j) * (kvl + rope));
     }
-    if (s.n_cached == 0) {
+    if (s.n_cached == 0 && !kernels::deterministic_kernels()) {
       attend_normal(w, s, q + row * nh * qk, latent + row * (kvl + rope), o + row * nh * v);
     } else if (s.n_new == 1) {
       decodes.push_back({&s, row});

@@ -221,6 +221,38 @@ TEST_F(Loader, UnsupportedDtypeIsNamed) {
   EXPECT_NE(e.find("tensor 'x' has dtype F16"), std::string::npos) << e;
 }
 
+// Found reading safetensors_fuzz's harness: a shape whose element count wraps around 2^64
+// (here to 0, matching the 0 data bytes) must be refused, not give a tensor whose shape promises
+// 2^64 values that are not there.
+TEST_F(Loader, ShapeWhoseSizeOverflowsIsNamed) {
+  for (const std::string shape : {"[4611686018427387904,4]", "[9223372036854775808]"}) {
+    const std::string header =
+        "{\"x\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[0,0]}}";
+    std::string bytes(8, '\0');
+    bytes[0] = static_cast<char>(header.size());
+    std::ofstream(dir_ / "model.safetensors", std::ios::binary) << bytes << header;
+    const std::string e = load_error();
+    EXPECT_NE(e.find("tensor 'x' has a bad shape " + shape), std::string::npos) << e;
+  }
+}
+
+// Found by safetensors_fuzz: a number beyond double (1e400) in a header is the JSON library's
+// out_of_range, which escaped where only its parse_error was caught; the index and config.json
+// had the same gap.
+TEST_F(Loader, NumberBeyondDoubleIsInvalidJson) {
+  const std::string header = "{\"x\":{\"dtype\":\"F32\",\"shape\":[1e400],\"data_offsets\":[0,4]}}";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  std::ofstream(dir_ / "model.safetensors", std::ios::binary) << bytes << header << "abcd";
+  EXPECT_NE(load_error().find("model.safetensors: header is not valid JSON"), std::string::npos)
+      << load_error();
+  std::ofstream(dir_ / "model.safetensors.index.json") << "{\"weight_map\": {\"x\": 1e400}}";
+  EXPECT_NE(load_error().find("model.safetensors.index.json: invalid JSON"), std::string::npos)
+      << load_error();
+  std::ofstream(dir_ / "config.json") << "{\"vocab_size\": 1e400}";
+  EXPECT_NE(load_error().find("config.json: invalid JSON"), std::string::npos) << load_error();
+}
+
 TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
   auto expect_error = [](json cfg, const std::string& needle) {
     try {
@@ -251,6 +283,12 @@ TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
   expect_error(with(json({{"quantization_config",
                            {{"quant_method", "fp8"}, {"activation_scheme", "static"}}}})),
                "activation_scheme 'static'");
+  // Found by config_fuzz: a non-integer eos id threw the JSON library's type_error; an id count
+  // beyond int wrapped into a small one.
+  expect_error(with(json({{"eos_token_id", {1, "two"}}})), "'eos_token_id' lists \"two\"");
+  expect_error(with(json({{"eos_token_id", {1.5}}})), "'eos_token_id' lists 1.5");
+  expect_error(with(json({{"num_experts_per_tok", int64_t{1} << 32}})),
+               "'num_experts_per_tok' 4294967296 is out of range");
 }
 
 }  // namespace

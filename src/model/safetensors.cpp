@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,12 +88,15 @@ TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* da
   t.name = name;
   t.file = file;
   t.type = parse_storage_type(e["dtype"].get<std::string>(), file, name);
+  // The element count must not wrap: shape [2^62, 4] would otherwise need "0" bytes and pass.
   size_t count = 1;
   for (const auto& d : e["shape"]) {
-    if (!d.is_number_unsigned())
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t{INT64_MAX} ||
+        __builtin_mul_overflow(count, d.get<size_t>(), &count) ||
+        count > SIZE_MAX / storage_type_size(t.type)) {
       fail("{}: tensor '{}' has a bad shape {}", file, name, e["shape"].dump());
+    }
     t.shape.push_back(d.get<int64_t>());
-    count *= d.get<size_t>();
   }
   const auto& off = e["data_offsets"];
   if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
@@ -128,7 +132,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
   json header;
   try {
     header = json::parse(map_->data() + 8, map_->data() + 8 + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail("{}: header is not valid JSON: {}", file, e.what());
   }
   if (!header.is_object()) fail("{}: header is not a JSON object", file);
@@ -153,7 +157,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
     json index;
     try {
       index = json::parse(in);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       fail("{}: invalid JSON: {}", index_path.string(), e.what());
     }
     if (!index.contains("weight_map") || !index["weight_map"].is_object()) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace mlaserve::parallel {
 
@@ -51,6 +52,23 @@ bool test_skews_count(int64_t layer) {
   return world_rank == skew.first;
 }
 
+// Under deterministic kernels (ops.h) sums over more than two ranks are formed here, in rank
+// order, from the ranks' exchanged parts: MPI's reductions choose their algorithm, and with it
+// the order in which the ranks' values are added, by message size, so a token's sum would
+// depend on how many tokens its step carries. (Two values add alike in either order.)
+bool sums_in_rank_order(int size) {
+  return size > 2 && kernels::deterministic_kernels();
+}
+
+// out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ..., parts [size, count].
+void rank_ordered_sum(const std::vector<float>& parts, int size, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    float sum = parts[static_cast<size_t>(i)];
+    for (int r = 1; r < size; ++r) sum += parts[static_cast<size_t>(r * count + i)];
+    out[i] = sum;
+  }
+}
+
 }  // namespace
 
 Collectives::Collectives(MPI_Comm comm, std::string name, CommStats* stats, bool check)
@@ -88,7 +106,14 @@ void Collectives::check_entry(CollectiveOp op, int64_t count) {
 void Collectives::all_reduce_sum(float* data, int64_t count) {
   const CollectiveWait wait = enter(CollectiveOp::AllReduce, count, count * 4);
   if (size_ == 1) return;
-  MPI_Allreduce(MPI_IN_PLACE, data, checked_int(count, "all_reduce"), MPI_FLOAT, MPI_SUM, comm_);
+  const int n = checked_int(count, "all_reduce");
+  if (sums_in_rank_order(size_)) {
+    std::vector<float> parts(static_cast<size_t>(size_ * count));
+    MPI_Allgather(data, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT, comm_);
+    rank_ordered_sum(parts, size_, count, data);
+    return;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, comm_);
 }
 
 void Collectives::all_gather(const float* send, int64_t count, float* recv) {
@@ -112,8 +137,14 @@ void Collectives::all_gather_v(const float* send, const std::vector<int64_t>& co
 // all_reduce.
 void Collectives::reduce_scatter(const float* send, int64_t count, float* recv) {
   const CollectiveWait wait = enter(CollectiveOp::ReduceScatter, count, count * size_ * 4);
-  MPI_Reduce_scatter_block(send, recv, checked_int(count, "reduce_scatter"), MPI_FLOAT, MPI_SUM,
-                           comm_);
+  const int n = checked_int(count, "reduce_scatter");
+  if (sums_in_rank_order(size_)) {
+    std::vector<float> parts(static_cast<size_t>(size_ * count));  // every rank's block `rank_`
+    MPI_Alltoall(send, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT, comm_);
+    rank_ordered_sum(parts, size_, count, recv);
+    return;
+  }
+  MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm_);
 }
 
 void Collectives::reduce_scatter_v(const float* send, const std::vector<int64_t>& counts,
@@ -121,6 +152,20 @@ void Collectives::reduce_scatter_v(const float* send, const std::vector<int64_t>
   int64_t total = 0;
   const std::vector<int> ints = checked_ints(counts, "reduce_scatter_v", total);
   const CollectiveWait wait = enter(CollectiveOp::ReduceScatterV, total, total * 4);
+  if (sums_in_rank_order(size_)) {
+    const int mine = ints[static_cast<size_t>(rank_)];
+    std::vector<int> send_displs(ints.size(), 0), recv_counts(ints.size(), mine),
+        recv_displs(ints.size(), 0);
+    for (size_t r = 1; r < ints.size(); ++r) {
+      send_displs[r] = send_displs[r - 1] + ints[r - 1];
+      recv_displs[r] = recv_displs[r - 1] + mine;
+    }
+    std::vector<float> parts(static_cast<size_t>(size_) * static_cast<size_t>(mine));
+    MPI_Alltoallv(send, ints.data(), send_displs.data(), MPI_FLOAT, parts.data(),
+                  recv_counts.data(), recv_displs.data(), MPI_FLOAT, comm_);
+    rank_ordered_sum(parts, size_, mine, recv);
+    return;
+  }
   MPI_Reduce_scatter(send, recv, ints.data(), MPI_FLOAT, MPI_SUM, comm_);
 }
 

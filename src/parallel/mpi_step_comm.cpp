@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace mlaserve::parallel {
 
@@ -33,7 +34,10 @@ void MpiStepComm::begin_step(const std::vector<int64_t>& group_rows, bool any_ex
          topology_.groups_per_instance);
   }
   any_extend_ = any_extend;
-  gather_ = plan_gather(group_rows, any_extend, options_.padding);
+  // Auto switches between MaxLen and SumLen with the step's contents, and the two add a token's
+  // o_proj partials and its residual in different orders: deterministic inference keeps SumLen.
+  const bool fixed = options_.padding == PaddingPolicy::Auto && kernels::deterministic_kernels();
+  gather_ = plan_gather(group_rows, any_extend, fixed ? PaddingPolicy::SumLen : options_.padding);
   scatter_ = plan_scatter(gather_, attn_tp_.size());
   begin_layer(-1);  // the embedding's collectives come before layer 0; the check names it -1
 }

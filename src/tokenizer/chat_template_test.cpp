@@ -201,5 +201,61 @@ TEST(ChatTemplate, UndefinedMisuseIsAnError) {
   EXPECT_EQ(render("{% for x in missing %}x{% endfor %}{{ missing | length }}"), "0");
 }
 
+// Found by fuzzing (chat_template_fuzz, bench/RESULTS.md "Issue 15: fuzzing"): hostile templates
+// end in an Error naming the limit, not in undefined behaviour, a stack overflow, a hang or an
+// allocation without bound. Each case's ordinary neighbour still renders as Python does.
+TEST(ChatTemplate, IntegerOverflowIsAnError) {
+  EXPECT_NE(render_error("{{ 9223372036854775807 + 1 }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ -9223372036854775807 - 2 }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ 4611686018427387904 * 2 }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ -(-9223372036854775807 - 1) }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ (-9223372036854775807 - 1) // -1 }}").find("integer overflow"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ 10 ** 19 }}").find("integer overflow"), std::string::npos);
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) % -1 }} {{ 9223372036854775806 + 1 }}"),
+            "0 9223372036854775807");
+  EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5) | list }}"),
+            "[9223372036854775800, 9223372036854775805]");
+}
+
+TEST(ChatTemplate, DeepNestingIsAnError) {
+  const auto nested = [](const std::string& open, const std::string& close, int depth) {
+    std::string text;
+    for (int i = 0; i < depth; ++i) text += open;
+    text += "1";
+    for (int i = 0; i < depth; ++i) text += close;
+    return text;
+  };
+  EXPECT_NE(render_error("{{ " + nested("(", ")", 20000) + " }}").find("nested more than"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ " + nested("-", "", 20000) + " }}").find("nested more than"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ " + nested("", " + 1", 20000) + " }}").find("nested more than"),
+            std::string::npos);
+  EXPECT_NE(render_error(nested("{% if true %}", "{% endif %}", 20000)).find("nested more than"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ " + nested("(", ")", 10) + " }}"), "1");
+  EXPECT_EQ(render("{{ " + nested("", " + 1", 30) + " }}"), "31");
+}
+
+TEST(ChatTemplate, RunawayRenderingIsAnError) {
+  EXPECT_NE(render_error("{{ 'x' * 2000000000 }}").find("exceeds the limit"), std::string::npos);
+  EXPECT_NE(render_error("{{ [1, 2] * 2000000000 }}").find("exceeds the limit"), std::string::npos);
+  EXPECT_EQ(render("[{{ '' * 9223372036854775807 }}]"), "[]");
+  EXPECT_NE(render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                         "{% endfor %}")
+                .find("steps to render"),
+            std::string::npos);
+  EXPECT_NE(render_error("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}"
+                         "{% set ns.s = ns.s ~ ns.s %}{% endfor %}")
+                .find("exceeds the limit"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ 'ab' * 3 }}"), "ababab");
+}
+
 }  // namespace
 }  // namespace mlaserve::tokenizer

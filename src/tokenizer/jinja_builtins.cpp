@@ -230,9 +230,10 @@ Value make_range(const CallArgs& args, int line) {
   const int64_t step = count == 3 ? int_argument(args.positional[2], "range step", line) : 1;
   if (step == 0) fail_at(line, "range() step must not be zero");
   List out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (static_cast<int64_t>(out.size()) >= kMaxLength) fail_at(line, "range() is too long");
     out.push_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;  // the next value is past any int64 stop
   }
   return out;
 }

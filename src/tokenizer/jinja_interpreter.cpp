@@ -2,12 +2,35 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tokenizer/jinja_builtins.h"
 #include "tokenizer/jinja_strings.h"
 
 namespace mlaserve::tokenizer::jinja {
 namespace {
+
+// What one rendering may produce and do. A chat prompt is at most a context of text (~1 MB);
+// the limits stop a template (or messages) that would loop or grow without end with an error
+// instead of a hang or an allocation failure.
+constexpr size_t kMaxRenderedBytes = 32 << 20;  // the output, and any one string built
+constexpr size_t kMaxListItems = 1 << 20;       // any one list built
+constexpr int64_t kMaxSteps = 1'000'000;        // expressions evaluated and loop iterations
+
+// Python's ints do not overflow; int64 ones would (undefined behaviour), so they are refused.
+[[noreturn]] void fail_overflow(std::string_view op, int64_t a, int64_t b, int line) {
+  fail_at(line, "integer overflow: {} {} {} does not fit in 64 bits", a, op, b);
+}
+
+void check_string_size(size_t bytes, int line) {
+  if (bytes > kMaxRenderedBytes)
+    fail_at(line, "a string of {} bytes exceeds the limit of {}", bytes, kMaxRenderedBytes);
+}
+
+void check_list_size(size_t items, int line) {
+  if (items > kMaxListItems)
+    fail_at(line, "a list of {} items exceeds the limit of {}", items, kMaxListItems);
+}
 
 int64_t floor_div(int64_t a, int64_t b) {
   const int64_t quotient = a / b;
@@ -18,7 +41,15 @@ int64_t python_mod(int64_t a, int64_t b) {
   return a - floor_div(a, b) * b;
 }
 
-Value repeat(const Value& sequence, int64_t times) {
+Value repeat(const Value& sequence, int64_t times, int line) {
+  const size_t unit =
+      sequence.is_string() ? sequence.as_string().size() : sequence.as_list().size();
+  if (unit == 0 || times <= 0) return sequence.is_string() ? Value(std::string()) : Value(List());
+  const size_t limit = sequence.is_string() ? kMaxRenderedBytes : kMaxListItems;
+  if (unit > limit / static_cast<size_t>(times)) {  // unit * times > limit, not overflowing
+    fail_at(line, "repeating a {} of length {} {} times exceeds the limit of {}",
+            sequence.type_name(), unit, times, limit);
+  }
   if (sequence.is_string()) {
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += sequence.as_string();
@@ -43,12 +74,22 @@ Value numeric(std::string_view op, const Value& a, const Value& b, int line) {
   if (both_int) {
     const int64_t x = a.as_int();
     const int64_t y = b.as_int();
-    if (op == "+") return x + y;
-    if (op == "-") return x - y;
-    if (op == "*") return x * y;
+    int64_t result = 0;
+    if (op == "+" && __builtin_add_overflow(x, y, &result)) fail_overflow(op, x, y, line);
+    if (op == "-" && __builtin_sub_overflow(x, y, &result)) fail_overflow(op, x, y, line);
+    if (op == "*" && __builtin_mul_overflow(x, y, &result)) fail_overflow(op, x, y, line);
+    if (op == "+" || op == "-" || op == "*") return result;
+    if (x == std::numeric_limits<int64_t>::min() && y == -1) {
+      if (op == "%") return int64_t{0};
+      if (op == "//") fail_overflow(op, x, y, line);
+    }
     if (op == "//") return floor_div(x, y);
     if (op == "%") return python_mod(x, y);
-    if (op == "**" && y >= 0) return static_cast<int64_t>(std::llround(std::pow(x, y)));
+    if (op == "**" && y >= 0) {
+      const double power = std::pow(static_cast<double>(x), static_cast<double>(y));
+      if (!(std::abs(power) < 0x1p63)) fail_overflow(op, x, y, line);
+      return static_cast<int64_t>(std::llround(power));
+    }
   }
   const double x = a.as_double();
   const double y = b.as_double();
@@ -63,14 +104,18 @@ Value numeric(std::string_view op, const Value& a, const Value& b, int line) {
 Value arithmetic(std::string_view op, const Value& a, const Value& b, int line) {
   if (a.is_undefined()) fail_undefined(a, line);
   if (b.is_undefined()) fail_undefined(b, line);
-  if (op == "+" && a.is_string() && b.is_string()) return a.as_string() + b.as_string();
+  if (op == "+" && a.is_string() && b.is_string()) {
+    check_string_size(a.as_string().size() + b.as_string().size(), line);
+    return a.as_string() + b.as_string();
+  }
   if (op == "+" && a.is_list() && b.is_list()) {
+    check_list_size(a.as_list().size() + b.as_list().size(), line);
     List joined = a.as_list();
     joined.insert(joined.end(), b.as_list().begin(), b.as_list().end());
     return joined;
   }
-  if (op == "*" && (a.is_string() || a.is_list()) && b.is_int()) return repeat(a, b.as_int());
-  if (op == "*" && a.is_int() && (b.is_string() || b.is_list())) return repeat(b, a.as_int());
+  if (op == "*" && (a.is_string() || a.is_list()) && b.is_int()) return repeat(a, b.as_int(), line);
+  if (op == "*" && a.is_int() && (b.is_string() || b.is_list())) return repeat(b, a.as_int(), line);
   if (op == "%" && a.is_string()) fail_at(line, "string formatting with % is not supported");
   return numeric(op, a, b, line);
 }
@@ -151,13 +196,16 @@ class Renderer {
     return Flow::kNormal;
   }
 
-  Flow execute(const TextStatement& text, int, std::string& out) {
+  Flow execute(const TextStatement& text, int line, std::string& out) {
+    check_string_size(out.size() + text.text.size(), line);
     out += text.text;
     return Flow::kNormal;
   }
 
-  Flow execute(const OutputStatement& output, int, std::string& out) {
-    out += evaluate(*output.value).str();
+  Flow execute(const OutputStatement& output, int line, std::string& out) {
+    const std::string text = evaluate(*output.value).str();
+    check_string_size(out.size() + text.size(), line);
+    out += text;
     return Flow::kNormal;
   }
 
@@ -175,6 +223,7 @@ class Renderer {
     scopes_.emplace_back();
     ++loop_depth_;
     for (size_t i = 0; i < items.size(); ++i) {
+      charge(1, line);
       assign("loop", loop_variable(items, i));
       bind_targets(statement.targets, items[i], line);
       if (execute(statement.body, out) == Flow::kBreak) break;
@@ -259,7 +308,15 @@ class Renderer {
 
   // ---- expressions ----
 
+  // Counts `units` of work against kMaxSteps.
+  void charge(int64_t units, int line) {
+    steps_ += units;
+    if (steps_ > kMaxSteps)
+      fail_at(line, "the template takes more than {} steps to render", kMaxSteps);
+  }
+
   Value evaluate(const Expr& expr) {
+    charge(1, expr.line);
     return std::visit([&](const auto& node) { return eval(node, expr.line); }, expr.node);
   }
 
@@ -294,7 +351,10 @@ class Renderer {
     if (object.is_undefined()) fail_undefined(object, line);
     if (index.is_string()) return object.attribute(index.as_string());
     if (index.is_int() && (object.is_list() || object.is_string())) {
-      const List items = object.is_list() ? object.as_list() : iterate(object, line);
+      // A string is split into its characters first, at a cost of its length.
+      if (object.is_string()) charge(static_cast<int64_t>(object.as_string().size()), line);
+      const List characters = object.is_string() ? iterate(object, line) : List();
+      const List& items = object.is_list() ? object.as_list() : characters;
       int64_t position = index.as_int();
       if (position < 0) position += static_cast<int64_t>(items.size());
       if (position >= 0 && position < static_cast<int64_t>(items.size())) return items[position];
@@ -309,6 +369,7 @@ class Renderer {
       fail_at(line, "cannot slice a {}", object.type_name());
     auto part = [&](const ExprPtr& expr) { return expr ? evaluate(*expr) : Value(nullptr); };
     const List items = object.is_list() ? object.as_list() : iterate(object, line);
+    charge(static_cast<int64_t>(items.size()), line);
     List picked;
     for (const size_t i : slice_indices(static_cast<int64_t>(items.size()), part(slice.start),
                                         part(slice.stop), part(slice.step), line)) {
@@ -356,6 +417,8 @@ class Renderer {
     if (!operand.is_number())
       fail_at(line, "bad operand type for unary {}: {}", unary.op, operand.type_name());
     if (unary.op == "+") return operand;
+    if (operand.is_int() && operand.as_int() == std::numeric_limits<int64_t>::min())
+      fail_overflow("*", operand.as_int(), -1, line);
     return operand.is_int() ? Value(-operand.as_int()) : Value(-operand.as_double());
   }
 
@@ -365,7 +428,11 @@ class Renderer {
     if (binary.op == "and") return left.truthy() ? evaluate(*binary.right) : left;
     if (binary.op == "or") return left.truthy() ? left : evaluate(*binary.right);
     const Value right = evaluate(*binary.right);
-    if (binary.op == "~") return left.str() + right.str();
+    if (binary.op == "~") {
+      std::string joined = left.str() + right.str();
+      check_string_size(joined.size(), line);
+      return joined;
+    }
     return arithmetic(binary.op, left, right, line);
   }
 
@@ -387,6 +454,7 @@ class Renderer {
   const Dict& globals_;
   std::vector<Dict> scopes_;  // innermost last
   int loop_depth_ = 0;
+  int64_t steps_ = 0;  // charge()
 };
 
 }  // namespace

@@ -44,6 +44,11 @@ std::string describe(const Token& token) {
   }
 }
 
+// How deep expressions and statements may nest (brackets, operator chains, filter chains, if/for
+// blocks): parsing, rendering and freeing the tree recurse once per level, so a template of
+// thousands of '(' or '+' must be an error, not a stack overflow. Real chat templates nest < 20.
+constexpr int kMaxNesting = 200;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : tokens_(std::move(tokens)) {}
@@ -56,6 +61,25 @@ class Parser {
   }
 
  private:
+  // Restores the nesting depth when a parse function returns: each function deepens the tree
+  // by one for its own recursion and one per link of an operator chain it builds.
+  class Nesting {
+   public:
+    explicit Nesting(Parser& parser) : parser_(parser), saved_(parser.depth_) {}
+    ~Nesting() { parser_.depth_ = saved_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& parser_;
+    int saved_;
+  };
+
+  void deepen(int line) {
+    if (++depth_ > kMaxNesting)
+      fail_at(line, "expressions or blocks nested more than {} levels deep", kMaxNesting);
+  }
+
   // ---- token access ----
   const Token& peek(size_t ahead = 0) const {
     return tokens_[std::min(index_ + ahead, tokens_.size() - 1)];
@@ -143,6 +167,8 @@ class Parser {
   }
 
   Statement parse_if(int line) {
+    const Nesting nesting(*this);
+    deepen(line);
     IfStatement statement;
     std::string terminator = "elif";
     while (terminator == "elif") {
@@ -160,6 +186,8 @@ class Parser {
   }
 
   Statement parse_for(int line) {
+    const Nesting nesting(*this);
+    deepen(line);
     ForStatement statement;
     do {
       statement.targets.push_back(expect_identifier());
@@ -195,9 +223,12 @@ class Parser {
   // ---- expressions, lowest precedence first (as in Jinja2's parser) ----
 
   ExprPtr parse_expression() {
+    const Nesting nesting(*this);
+    deepen(peek().line);
     ExprPtr value = parse_or();
     while (at_name("if")) {
       const int line = next().line;
+      deepen(line);
       ExprPtr condition = parse_or();
       ExprPtr otherwise = skip_name("else") ? parse_expression() : nullptr;
       value = make(Conditional{std::move(condition), std::move(value), std::move(otherwise)}, line);
@@ -206,26 +237,32 @@ class Parser {
   }
 
   ExprPtr parse_or() {
+    const Nesting nesting(*this);
     ExprPtr left = parse_and();
     while (at_name("or")) {
       const int line = next().line;
+      deepen(line);
       left = make(Binary{"or", std::move(left), parse_and()}, line);
     }
     return left;
   }
 
   ExprPtr parse_and() {
+    const Nesting nesting(*this);
     ExprPtr left = parse_not();
     while (at_name("and")) {
       const int line = next().line;
+      deepen(line);
       left = make(Binary{"and", std::move(left), parse_not()}, line);
     }
     return left;
   }
 
   ExprPtr parse_not() {
+    const Nesting nesting(*this);
     if (at_name("not")) {
       const int line = next().line;
+      deepen(line);
       return make(Unary{"not", parse_not()}, line);
     }
     return parse_compare();
@@ -257,36 +294,44 @@ class Parser {
 
   // Jinja2 gives ~ higher precedence than + and -, and lower than * and /.
   ExprPtr parse_additive() {
+    const Nesting nesting(*this);
     ExprPtr left = parse_concat();
     while (at_operator("+") || at_operator("-")) {
       const Token& op = next();
+      deepen(op.line);
       left = make(Binary{op.text, std::move(left), parse_concat()}, op.line);
     }
     return left;
   }
 
   ExprPtr parse_concat() {
+    const Nesting nesting(*this);
     ExprPtr left = parse_multiplicative();
     while (at_operator("~")) {
       const int line = next().line;
+      deepen(line);
       left = make(Binary{"~", std::move(left), parse_multiplicative()}, line);
     }
     return left;
   }
 
   ExprPtr parse_multiplicative() {
+    const Nesting nesting(*this);
     ExprPtr left = parse_power();
     while (at_operator("*") || at_operator("/") || at_operator("//") || at_operator("%")) {
       const Token& op = next();
+      deepen(op.line);
       left = make(Binary{op.text, std::move(left), parse_power()}, op.line);
     }
     return left;
   }
 
   ExprPtr parse_power() {
+    const Nesting nesting(*this);
     ExprPtr left = parse_unary(true);
     while (at_operator("**")) {
       const int line = next().line;
+      deepen(line);
       left = make(Binary{"**", std::move(left), parse_unary(true)}, line);
     }
     return left;
@@ -294,9 +339,11 @@ class Parser {
 
   // A sign applies before filters: -x|abs is abs(-x), as in Jinja2.
   ExprPtr parse_unary(bool with_filters) {
+    const Nesting nesting(*this);
     ExprPtr value;
     if (at_operator("-") || at_operator("+")) {
       const Token& op = next();
+      deepen(op.line);
       value = make(Unary{op.text, parse_unary(false)}, op.line);
     } else {
       value = parse_primary();
@@ -376,8 +423,10 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr value) {
+    const Nesting nesting(*this);
     while (true) {
       const int line = peek().line;
+      deepen(line);
       if (skip_operator(".")) {
         const Token& name = next();
         if (name.kind != TokenKind::kName && name.kind != TokenKind::kInteger) {
@@ -429,8 +478,10 @@ class Parser {
   }
 
   ExprPtr parse_filters_and_tests(ExprPtr value) {
+    const Nesting nesting(*this);
     while (true) {
       const int line = peek().line;
+      deepen(line);
       if (skip_operator("|")) {
         std::string name = expect_identifier();
         Arguments arguments = at_operator("(") ? parse_arguments() : Arguments{};
@@ -452,6 +503,7 @@ class Parser {
 
   std::vector<Token> tokens_;
   size_t index_ = 0;
+  int depth_ = 0;  // nesting levels open at this point of the parse (kMaxNesting)
 };
 
 }  // namespace

@@ -44,6 +44,22 @@ TEST(TokenizerErrors, MalformedJson) {
   }
 }
 
+// A number beyond double (1e400) is the JSON library's out_of_range, not its parse_error: it
+// must still be an Error naming the file (found by safetensors_fuzz in the loader's twin).
+TEST(TokenizerErrors, NumberBeyondDoubleIsMalformedJson) {
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    const TinyTokenizerDir dir;
+    dir.write("tokenizer.json", tiny_tokenizer_json().dump());
+    dir.write(file, "{\"x\": 1e400}");
+    try {
+      Tokenizer::load(dir.path());
+      FAIL() << "loaded " << file << " with 1e400";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(file));
+    }
+  }
+}
+
 TEST(TokenizerErrors, MissingModel) {
   json tokenizer = tiny_tokenizer_json();
   tokenizer.erase("model");

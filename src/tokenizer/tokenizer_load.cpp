@@ -30,7 +30,7 @@ std::string read_file(const fs::path& path) {
 json read_json_file(const fs::path& path) {
   try {
     return json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail("{} is not valid JSON: {}", path.string(), e.what());
   }
 }

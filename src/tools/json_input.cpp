@@ -16,7 +16,7 @@ json read_json_file(const std::string& path) {
   contents << file.rdbuf();
   try {
     return json::parse(contents.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail("{} is not valid JSON: {}", path, e.what());
   }
 }

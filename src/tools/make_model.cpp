@@ -31,7 +31,7 @@ void run(const MakeModelOptions& o) {
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     fail("{}: invalid JSON: {}", o.config, e.what());
   }
   const auto format =

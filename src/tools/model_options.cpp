@@ -36,6 +36,12 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
           kernels::use_reference_kernels(choice == "reference");
         })
         ->capture_default_str();
+    cmd.add_flag_callback(
+        "--enable-deterministic-inference", [] { kernels::use_deterministic_kernels(true); },
+        "Batch-invariant kernels: every token's result is the same bits whatever else runs in "
+        "its batch, however its prompt is chunked and whether its prefix comes from the radix "
+        "cache (matmuls of every size on the GEMV kernels, no oneDNN; attention in latent space, "
+        "one pass per token). Greedy outputs then equal those of the same request alone");
   }
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "How the latent KV cache stores its rows: bfloat16 (half the memory of float32, "

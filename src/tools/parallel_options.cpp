@@ -33,7 +33,9 @@ void ParallelFlags::add_to(CLI::App& cmd) {
   cmd.add_option(
          "--dp-padding", dp_padding,
          "How DP groups' rows reach the MLP: auto (sum_len while any group prefills, else max_len "
-         "when 2*total >= max*dp, else sum_len), sum_len (one all-reduce of a buffer holding every "
+         "when 2*total >= max*dp, else sum_len; always sum_len with "
+         "--enable-deterministic-inference, whose sums must not change with the step), sum_len "
+         "(one all-reduce of a buffer holding every "
          "group's rows), max_len (all-gather padded to the largest group), exact (all-gatherv, no "
          "padding), legacy (pad every group to the global max, MLP runs max*dp rows)")
       ->check(CLI::IsMember({"auto", "sum_len", "max_len", "exact", "legacy"}))

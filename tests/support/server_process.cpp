@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -75,7 +76,8 @@ double metric_value(const std::string& metrics, const std::string& series) {
 
 ServerProcess::ServerProcess(const std::string& flags)
     : ServerProcess(ServerCommand{
-          mlaserve_bin() + " serve --port 0 --dtype float32 --kv-cache-memory 64 " + flags}) {}
+          mlaserve_bin() + " serve --port 0 --kv-cache-memory 64 " +
+          (flags.find("--dtype") == std::string::npos ? "--dtype float32 " : "") + flags}) {}
 
 ServerProcess::ServerProcess(const ServerCommand& command, int wait_seconds) {
   const std::string log_path = (tmp_ / "log").string();
@@ -164,6 +166,28 @@ nlohmann::json ServerProcess::generate_json(const std::vector<int>& ids, int max
       {"return_logprob", true},
       {"sampling_params", {{"max_new_tokens", max_new}, {"temperature", 0}, {"ignore_eos", true}}}};
   return call("/generate", &body);
+}
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::vector<nlohmann::json> generate_concurrently(const ServerProcess& server,
+                                                  const std::vector<GenerateJob>& jobs) {
+  std::vector<std::future<nlohmann::json>> futures;
+  for (const GenerateJob& job : jobs) {
+    futures.push_back(std::async(std::launch::async, [&server, &job] {
+      return server.generate_json(job.prompt, job.max_new);
+    }));
+  }
+  std::vector<nlohmann::json> answers;
+  for (auto& future : futures) answers.push_back(future.get());
+  return answers;
 }
 
 }  // namespace mlaserve::testing

@@ -5,6 +5,8 @@
 #include <httplib.h>
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -61,7 +63,8 @@ struct ServerCommand {
 // by a timeout leaves no server behind.
 class ServerProcess {
  public:
-  // `mlaserve serve --port 0 --dtype float32 --kv-cache-memory 64 <flags>`.
+  // `mlaserve serve --port 0 --dtype float32 --kv-cache-memory 64 <flags>`, without the
+  // --dtype float32 when <flags> sets --dtype itself.
   explicit ServerProcess(const std::string& flags);
   // `wait_seconds`: how long the command may take to listen (a script that builds first).
   explicit ServerProcess(const ServerCommand& command, int wait_seconds = 60);
@@ -97,5 +100,19 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
 };
+
+// Polls `done` every 20 ms until it holds or `timeout` passes; whether it held.
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
+
+// One greedy /generate request: input ids and how many tokens to generate (EOS ignored).
+struct GenerateJob {
+  std::vector<int> prompt;
+  int max_new = 0;
+};
+
+// Every job at once, each on its own connection; the answers (ServerProcess::generate_json) in
+// job order.
+std::vector<nlohmann::json> generate_concurrently(const ServerProcess& server,
+                                                  const std::vector<GenerateJob>& jobs);
 
 }  // namespace mlaserve::testing

@@ -1,0 +1,23 @@
+// libFuzzer harness (fuzz/README.md): an arbitrary config.json through ModelConfig::from_json and
+// the values derived from it. Input that is not JSON stops at the parse (ModelConfig::load turns
+// that into an error naming the file); any JSON must give a ModelConfig or an mlaserve::Error,
+// and any other exception escapes and is reported as a crash.
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (j.is_discarded()) return 0;
+  try {
+    const auto config = mlaserve::model::ModelConfig::from_json(j, "config.json");
+    (void)config.softmax_scale();
+    (void)config.kv_cache_dim();
+    for (int64_t layer = 0; layer < 4; ++layer) (void)config.is_moe_layer(layer);
+  } catch (const mlaserve::Error&) {
+  }
+  return 0;
+}
