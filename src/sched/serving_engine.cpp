@@ -152,7 +152,13 @@ void ServingEngine::take_inbox() {
     aborts.swap(aborts_);
     flushes.swap(flushes_);
   }
-  for (std::promise<bool>& flush : flushes) flush.set_value(flush_all_groups());
+  // A flush is answered once the status shows it (a client reading /get_server_info next sees
+  // the empty cache).
+  if (!flushes.empty()) {
+    const bool flushed = flush_all_groups();
+    publish_status();
+    for (std::promise<bool>& flush : flushes) flush.set_value(flushed);
+  }
   for (auto& r : incoming) {
     active_[r->id] = r;
     if (r->request.prompt.empty() ||
