@@ -282,6 +282,20 @@ TEST(SpeculativeSampling, KeepsTheDistributionOfEveryToken) {
   }
 }
 
+// The default bf16 weights with batch-invariant kernels: a verify step's rows are the same bits
+// as decoding them one at a time, so speculation changes no greedy output in bf16 either.
+TEST(SpeculativeBf16, DeterministicKernelsKeepEveryGreedyOutput) {
+  std::vector<std::vector<int>> outputs[2];
+  for (int spec = 0; spec < 2; ++spec) {
+    ServerProcess server(kModel + "--dtype bfloat16 --enable-deterministic-inference" +
+                         (spec ? " --speculative-algorithm NEXTN --speculative-num-steps 2" : ""));
+    ASSERT_GT(server.port(), 0);
+    for (const json& c : cases())
+      outputs[spec].push_back(output_ids(greedy(server, ids_of(c), 48)));
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+}
+
 // A made model with a random MTP layer and odd shapes (6 heads, a dense layer between MoE
 // layers): its drafts are rarely right, and the outputs are still the model's own.
 TEST(SpeculativeMadeModel, RandomDraftsChangeNothing) {
