@@ -153,7 +153,7 @@ TEST_P(Speculative, ConcurrentRequestsEqualTheirOutputAlone) {
   // As is, then with prompts in chunks (96 tokens a step, split over the DP groups) and a KV
   // pool too small for all of them, so that requests are retracted and prefilled again (their
   // drafts dropped) mid-generation.
-  for (const std::string extra : {"", " --chunked-prefill-size 96 --max-total-tokens 300"}) {
+  for (const std::string extra : {"", " --chunked-prefill-size 96 --max-total-tokens 200"}) {
     SCOPED_TRACE(extra);
     ServerProcess server(kModel + GetParam() +
                          " --speculative-algorithm NEXTN --speculative-num-steps 3" + extra);
