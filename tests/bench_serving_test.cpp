@@ -156,5 +156,31 @@ TEST(MlaserveServe, FiftyRequestsMatchTheServersCounters) {
   EXPECT_EQ(record["completed"], 50);
 }
 
+// Against a server that speculates: the table reports SGLang's accept length, generated tokens
+// per verify step of the requests, between 1 and the draft tokens per step + 1.
+TEST(MlaserveServe, SpeculationShowsTheAcceptLength) {
+  const testing::ServerProcess serve(
+      testing::ServerCommand{mlaserve_bin() +
+                             " serve --model models/brown-tiny-mtp --port 0 "
+                             "--speculative-algorithm NEXTN --speculative-num-steps 2"},
+      /*wait_seconds=*/180);
+  ASSERT_GT(serve.port(), 0);
+  BenchOptions options;
+  options.base_url = "http://127.0.0.1:" + std::to_string(serve.port());
+  options.dataset.num_prompts = 16;
+  options.dataset.input_len = 32;
+  options.dataset.output_len = 32;
+  options.dataset.range_ratio = 1.0;
+  options.max_concurrency = 4;
+  options.progress = false;
+  const BenchmarkRun run = run_benchmark(options, stdout);
+  const std::string table = format_table(run.options, run.metrics);
+  std::fputs(table.c_str(), stdout);
+  EXPECT_EQ(run.metrics.failed, 0) << run.metrics.first_error;
+  EXPECT_GT(run.metrics.accept_length, 1.0);
+  EXPECT_LE(run.metrics.accept_length, 3.0);
+  EXPECT_NE(table.find("Accept length:"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace mlaserve::bench_serving

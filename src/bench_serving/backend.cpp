@@ -137,6 +137,8 @@ ChunkDelta ChunkParser::parse_native(const json& chunk) {
   if (text.size() > text_length_) delta.text = text.substr(text_length_);
   text_length_ = std::max(text_length_, text.size());
   delta.completion_tokens = native_completion_tokens(chunk);
+  if (const auto meta = chunk.find("meta_info"); meta != chunk.end() && meta->is_object())
+    delta.spec_verify_ct = integer_at(*meta, "spec_verify_ct");
   if (delta.completion_tokens) {
     delta.new_tokens = std::max<int64_t>(*delta.completion_tokens - tokens_, 0);
   } else if (!delta.text.empty()) {

@@ -42,6 +42,7 @@ struct ChunkDelta {
   std::string text;                          // new text
   int64_t new_tokens = 0;                    // tokens this chunk carried
   std::optional<int64_t> completion_tokens;  // the server's running total, when reported
+  std::optional<int64_t> spec_verify_ct;     // native: speculative verify steps so far
   std::string error;                         // set when the chunk is an error object
 };
 

@@ -47,6 +47,15 @@ TEST(Backend, NativeChunksCarryCumulativeTextAndCounts) {
   EXPECT_EQ(d.new_tokens, 0);
 }
 
+TEST(Backend, NativeChunksCarryTheSpeculativeVerifySteps) {
+  ChunkParser parser(Backend::Mlaserve);
+  const ChunkDelta d = parser.parse(nlohmann::json::parse(
+      R"({"text": "ab", "meta_info": {"completion_tokens": 5, "spec_verify_ct": 3}})"));
+  ASSERT_TRUE(d.spec_verify_ct.has_value());
+  EXPECT_EQ(*d.spec_verify_ct, 3);
+  EXPECT_FALSE(parser.parse(nlohmann::json::parse(R"({"text": "abc"})")).spec_verify_ct);
+}
+
 TEST(Backend, NativeChunkWithATokenButNoTextYetStillCountsIt) {
   // A token that ends inside a UTF-8 character adds no text until the next one.
   ChunkParser parser(Backend::Mlaserve);

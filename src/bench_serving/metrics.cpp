@@ -37,6 +37,17 @@ void add_success(const RequestResult& result, BenchmarkMetrics& metrics, Samples
   samples.itl.insert(samples.itl.end(), result.itl.begin(), result.itl.end());
 }
 
+// Tokens per verify step over the requests whose server counted verify steps.
+double accept_length(std::span<const RequestResult> results) {
+  int64_t tokens = 0, verify_steps = 0;
+  for (const RequestResult& r : results) {
+    if (!r.success || r.spec_verify_ct == 0) continue;
+    tokens += r.output_len;
+    verify_steps += r.spec_verify_ct;
+  }
+  return verify_steps > 0 ? static_cast<double>(tokens) / static_cast<double>(verify_steps) : 0.0;
+}
+
 void add_throughputs(BenchmarkMetrics& m) {
   if (m.duration_s <= 0.0) return;
   const double d = m.duration_s;
@@ -51,6 +62,7 @@ void add_throughputs(BenchmarkMetrics& m) {
 BenchmarkMetrics compute_metrics(std::span<const RequestResult> results, double duration_s) {
   BenchmarkMetrics metrics;
   metrics.duration_s = duration_s;
+  metrics.accept_length = accept_length(results);
   Samples samples;
   for (const RequestResult& result : results) {
     if (result.success) {

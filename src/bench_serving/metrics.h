@@ -19,6 +19,7 @@ struct RequestResult {
   double ttft = 0.0;            // time to the first chunk that carried tokens
   double latency = 0.0;         // end to end: until the response was complete
   std::vector<double> itl;      // one gap per token after the first chunk
+  int64_t spec_verify_ct = 0;   // speculative verify steps, where the server reports them
   std::string generated_text;
 };
 
@@ -37,6 +38,9 @@ struct BenchmarkMetrics {
   int64_t total_input = 0;   // prompt tokens of the successful requests
   int64_t total_output = 0;  // server-reported generated tokens of the successful requests
   int64_t total_output_retokenized = 0;
+  // SGLang's accept length: generated tokens per speculative verify step, over the requests
+  // that report verify steps (0: none did).
+  double accept_length = 0.0;
   double request_throughput = 0.0;  // per second
   double input_throughput = 0.0;
   double output_throughput = 0.0;

@@ -71,6 +71,17 @@ TEST(Metrics, ItlPoolsTheGapsOfAllRequests) {
   EXPECT_NEAR(m.itl_ms.max, 40.0, 1e-9);
 }
 
+// SGLang's accept length: generated tokens over verify steps, only over the requests whose
+// server reported verify steps; none reported gives 0 (the table then leaves the line out).
+TEST(Metrics, AcceptLengthIsTokensPerVerifyStepOfSpeculativeRequests) {
+  std::vector<RequestResult> results = {success(0.1, 1.0, 30, {}), success(0.1, 1.0, 12, {}),
+                                        success(0.1, 1.0, 50, {})};
+  EXPECT_EQ(compute_metrics(results, 2.0).accept_length, 0.0);
+  results[0].spec_verify_ct = 12;
+  results[1].spec_verify_ct = 8;
+  EXPECT_DOUBLE_EQ(compute_metrics(results, 2.0).accept_length, (30.0 + 12.0) / (12 + 8));
+}
+
 TEST(Metrics, NothingSucceeded) {
   const BenchmarkMetrics m = compute_metrics(std::vector<RequestResult>{failed("refused")}, 1.0);
   EXPECT_EQ(m.completed, 0);

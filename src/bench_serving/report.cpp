@@ -59,6 +59,7 @@ void write_totals(TableWriter& t, const BenchOptions& o, const BenchmarkMetrics&
   t.line("Output token throughput (tok/s):", m.output_throughput);
   t.line("Total token throughput (tok/s):", m.total_throughput);
   t.line("Concurrency:", m.concurrency);
+  if (m.accept_length > 0) t.line("Accept length:", m.accept_length);
 }
 
 void write_mean_median_p99(TableWriter& t, std::string_view title, std::string_view name,
@@ -151,6 +152,7 @@ ordered_json result_record(const BenchOptions& options, const BenchmarkMetrics& 
   record["total_input_tokens"] = m.total_input;
   record["total_output_tokens"] = m.total_output;
   record["total_output_tokens_retokenized"] = m.total_output_retokenized;
+  if (m.accept_length > 0) record["accept_length"] = m.accept_length;
   record["request_throughput"] = m.request_throughput;
   record["input_throughput"] = m.input_throughput;
   record["output_throughput"] = m.output_throughput;

@@ -82,6 +82,7 @@ RequestResult send_streaming(const HttpClient& client, const RequestSettings& se
   result.ttft = timer.ttft();
   result.latency = latency;
   result.itl = timer.itl();
+  result.spec_verify_ct = timer.spec_verify_ct();
   result.generated_text = timer.text();
   return result;
 }
@@ -102,6 +103,7 @@ RequestResult send_whole(const HttpClient& client, const RequestSettings& settin
   result.success = true;
   result.prompt_len = prompt_len;
   result.output_len = delta.completion_tokens.value_or(0);
+  result.spec_verify_ct = delta.spec_verify_ct.value_or(0);
   result.ttft = latency;
   result.latency = latency;
   result.generated_text = delta.text;

@@ -5,6 +5,7 @@ namespace mlaserve::bench_serving {
 void StreamTimer::add(const ChunkDelta& delta, double seconds) {
   text_ += delta.text;
   if (delta.completion_tokens) reported_tokens_ = delta.completion_tokens;
+  if (delta.spec_verify_ct) spec_verify_ct_ = *delta.spec_verify_ct;
   if (delta.new_tokens <= 0) return;
   if (tokens_ == 0) {
     ttft_ = seconds;

@@ -25,8 +25,10 @@ class StreamTimer {
   const std::string& text() const { return text_; }
   // The server's count when it reported one, else the tokens the chunks carried.
   int64_t output_tokens() const { return reported_tokens_.value_or(tokens_); }
+  int64_t spec_verify_ct() const { return spec_verify_ct_; }
 
  private:
+  int64_t spec_verify_ct_ = 0;
   double ttft_ = 0.0;
   double last_chunk_ = 0.0;
   int64_t tokens_ = 0;
