@@ -80,14 +80,15 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
     resident_bytes_ += w.bytes() + w.packed_bytes;
   };
   // Embeddings: only rows are read (embed()), nothing to pack.
-  for (const kernels::Weight* table : {&embedding_, mtp_ ? &mtp_->embedding : nullptr}) {
-    if (table == nullptr) continue;
-    value_bytes_ += table->bytes();
-    resident_bytes_ += table->bytes();
-  }
+  const auto count_unpacked = [this](const kernels::Weight& w) {
+    value_bytes_ += w.bytes();
+    resident_bytes_ += w.bytes();
+  };
+  count_unpacked(embedding_);
   prepare(lm_head_);
   for (LayerWeights& L : layers_) for_each_weight(L, prepare);
   if (mtp_) {
+    count_unpacked(mtp_->embedding);
     prepare(mtp_->eh_proj);
     prepare(mtp_->head);
     for_each_weight(mtp_->layer, prepare);

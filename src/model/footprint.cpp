@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <memory>
 #include <vector>
 
 namespace mlaserve::model {
@@ -133,6 +134,15 @@ class Walker {
 
 bool stored_fp8_by_convention(const std::string& name) {
   return name.rfind("model.layers.", 0) == 0 && name.find(".mlp.gate.") == std::string::npos;
+}
+
+StoredFp8 stored_fp8_of(const std::filesystem::path& dir) {
+  if (!std::filesystem::exists(dir / "model.safetensors") &&
+      !std::filesystem::exists(dir / "model.safetensors.index.json")) {
+    return stored_fp8_by_convention;
+  }
+  auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open(dir));
+  return [ckpt](const std::string& name) { return ckpt->get(name).type == StorageType::F8_E4M3; };
 }
 
 RankWeights rank_weights(const ModelConfig& cfg, const RankLayout& layout,

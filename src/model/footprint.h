@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -20,6 +21,10 @@ using StoredFp8 = std::function<bool(const std::string& name)>;
 // DeepSeek-V3's FP8 release: every linear layer inside the layers is FP8; the embedding, lm_head
 // and the router are BF16. For planning without the checkpoint's headers.
 bool stored_fp8_by_convention(const std::string& name);
+
+// What the checkpoint in `dir` stores as FP8: its safetensors headers (no weight is read) when
+// its files are there, else stored_fp8_by_convention (a config.json downloaded alone).
+StoredFp8 stored_fp8_of(const std::filesystem::path& dir);
 
 // Bytes of the values of this rank's weights (FP8/INT8 scales included), by part.
 struct RankWeights {

@@ -34,11 +34,6 @@ std::vector<RankLayout> ranks_of(const LayoutCase& c) {
   return ranks;
 }
 
-StoredFp8 stored_fp8_of(const std::filesystem::path& dir) {
-  auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open(dir));
-  return [ckpt](const std::string& name) { return ckpt->get(name).type == StorageType::F8_E4M3; };
-}
-
 // The values must match exactly. The resident bytes add oneDNN's packed copies, which the
 // footprint estimates at the values' size: oneDNN pads each matrix to its register blocks (64
 // columns, ...), which on these tiny shards (16 columns of an expert at tp 2) adds up to a third,

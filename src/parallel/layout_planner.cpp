@@ -84,18 +84,20 @@ LayoutPlan plan_layout(const model::ModelConfig& cfg, const model::WeightFormat&
   p.attention_spans_hosts = spans_hosts(options.dp_attention ? options.tp / options.dp : options.tp,
                                         machines.sockets_per_host);
   const int world = options.world_size();
-  std::vector<model::RankWeights> ranks;
+  Topology t0;
   try {
-    for (int r = 0; r < world; ++r) {
-      const Topology t = compute_topology(options, r, world);
-      check_model_fits(t, cfg);
-      ranks.push_back(model::rank_weights(cfg, t.layout, format, stored_fp8));
-    }
+    t0 = compute_topology(options, 0, world);
+    check_model_fits(t0, cfg);  // the same sizes on every rank
   } catch (const Error& e) {
     p.why_not = e.what();
     return p;
   }
-  const Topology t0 = compute_topology(options, 0, world);
+  // Every model instance holds the same shards: the first instance's tp ranks are all of them.
+  std::vector<model::RankWeights> ranks;
+  for (int r = 0; r < options.tp; ++r) {
+    const Topology t = compute_topology(options, r, world);
+    ranks.push_back(model::rank_weights(cfg, t.layout, format, stored_fp8));
+  }
   const int64_t instance_tokens =
       (workload.concurrency + t0.instances - 1) / t0.instances;  // per replica
   for (const model::RankWeights& w : ranks) {

@@ -37,6 +37,11 @@ struct PlannedSequence {
   bool is_decode() const { return new_tokens.size() == 1 && n_cached > 0; }
   // Drafts the next tokens: speculation on, and this step picks the request's next token.
   bool drafts_next() const { return spec_steps > 0 && sample; }
+  // Rows of logits this step returns: every new token's with all_logits or to verify drafts,
+  // else the last one's.
+  int64_t logit_rows() const {
+    return all_logits || spec_verify ? static_cast<int64_t>(new_tokens.size()) : 1;
+  }
   // Rows of this step the MTP module runs: every new token when drafting, else mtp_tokens'.
   int64_t n_mtp_rows() const;
   // KV slots of the tokens this step runs (kv_slots may carry scratch slots after them).

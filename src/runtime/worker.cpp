@@ -63,6 +63,11 @@ StepPlan Worker::broadcast_plan(const StepPlan* plan) {
   return StepPlan::decode(bytes);
 }
 
+std::span<const GroupPlan> Worker::instance_groups(const StepPlan& plan) const {
+  const auto first = static_cast<size_t>(topology_.instance * topology_.groups_per_instance);
+  return std::span(plan.groups).subspan(first, static_cast<size_t>(topology_.groups_per_instance));
+}
+
 // This rank's forward: its group's sequences as one StepInput; every group of the instance
 // runs every layer (an idle group with 0 rows) so all collectives match.
 std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
@@ -70,11 +75,9 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
     fail("internal: plan has {} groups, the layout {}", plan.groups.size(),
          topology_.options.describe());
   }
-  const int first_group = topology_.instance * topology_.groups_per_instance;
   std::vector<int64_t> group_rows;
   bool any_extend = false;
-  for (int g = 0; g < topology_.groups_per_instance; ++g) {
-    const GroupPlan& gp = plan.groups[static_cast<size_t>(first_group + g)];
+  for (const GroupPlan& gp : instance_groups(plan)) {
     group_rows.push_back(gp.n_tokens());
     any_extend = any_extend || (gp.n_tokens() > 0 && gp.extend());
   }
@@ -93,7 +96,7 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
     for (int64_t j = 0; j < n_new; ++j) {
       in.tokens.push_back(s.new_tokens[static_cast<size_t>(j)]);
       in.positions.push_back(static_cast<int32_t>(s.n_cached + j));
-      if (s.all_logits || s.spec_verify || j == n_new - 1)
+      if (j >= n_new - s.logit_rows())
         in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
     }
     in.seqs.push_back({n_new, s.n_cached, s.step_slots()});
@@ -112,7 +115,7 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   for (size_t i = 0; i < mine.seqs.size(); ++i) {
     const PlannedSequence& s = mine.seqs[i];
     if (s.drafts_next()) spec[i] = accept_drafts(s, logits.data() + row * V);
-    row += s.all_logits || s.spec_verify ? static_cast<int64_t>(s.new_tokens.size()) : 1;
+    row += s.logit_rows();
   }
   const std::vector<float> mtp_logits = mtp ? run_mtp(plan, spec) : std::vector<float>{};
   if (!topology_.group_leader()) return {};
@@ -122,8 +125,7 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   row = 0;
   for (size_t i = 0; i < mine.seqs.size(); ++i) {
     const PlannedSequence& s = mine.seqs[i];
-    const int64_t rows =
-        s.all_logits || s.spec_verify ? static_cast<int64_t>(s.new_tokens.size()) : 1;
+    const int64_t rows = s.logit_rows();
     const float* last = logits.data() + (row + rows - 1) * V;
     SequenceResult r;
     if (s.drafts_next()) {
@@ -192,12 +194,10 @@ Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float*
 // and the previous pass's normalised output as h. Every group of the instance runs every pass
 // (an idle one with 0 rows) so the collectives match. Returns the teacher-forced rows' logits.
 std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation>& spec) {
-  const int first_group = topology_.instance * topology_.groups_per_instance;
   std::vector<int64_t> group_rows, drafting_rows;
   bool any_extend = false;
   int32_t steps = 0;
-  for (int g = 0; g < topology_.groups_per_instance; ++g) {
-    const GroupPlan& gp = plan.groups[static_cast<size_t>(first_group + g)];
+  for (const GroupPlan& gp : instance_groups(plan)) {
     group_rows.push_back(gp.n_mtp_tokens());
     drafting_rows.push_back(gp.n_drafting());
     any_extend = any_extend || (gp.n_mtp_tokens() > 0 && gp.mtp_extend());
@@ -252,17 +252,17 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
   // + k - 1 (its MTP latent goes to the scratch slots the plan added).
   const auto n_teacher = static_cast<int64_t>(teacher_rows.size());
   std::vector<float> chain_h(head_hidden.begin() + n_teacher * H, head_hidden.end());
-  const std::vector<float> teacher_logits(logits.begin(), logits.begin() + n_teacher * V);
-  const auto take_drafts = [&](const std::vector<float>& draft_logits) {
+  // draft_logits: one row per drafting sequence, in sequence order.
+  const auto take_drafts = [&](const float* draft_logits) {
     size_t d = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (!seqs[i].drafts_next()) continue;
       spec[i].drafts.push_back(sampling::argmax(
-          std::span(draft_logits.data() + d * static_cast<size_t>(V), static_cast<size_t>(V))));
+          std::span(draft_logits + d * static_cast<size_t>(V), static_cast<size_t>(V))));
       ++d;
     }
   };
-  take_drafts(std::vector<float>(logits.begin() + n_teacher * V, logits.end()));
+  take_drafts(logits.data() + n_teacher * V);
   for (int32_t k = 2; k <= steps; ++k) {
     model::StepInput chain;
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -277,10 +277,11 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
     }
     step_comm_.begin_step(drafting_rows, false);
     std::vector<float> next_h;
-    take_drafts(model_.mtp_forward(chain, chain_h.data(), kv_, step_comm_, &next_h));
+    take_drafts(model_.mtp_forward(chain, chain_h.data(), kv_, step_comm_, &next_h).data());
     chain_h = std::move(next_h);
   }
-  return teacher_logits;
+  logits.resize(static_cast<size_t>(n_teacher * V));  // the teacher-forced rows come first
+  return logits;
 }
 
 // The group leader samples: greedy without penalties needs no state; anything else uses the
@@ -292,8 +293,7 @@ SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_ro
   const auto V = static_cast<size_t>(model_.config().vocab_size);
   const std::span<const float> raw(last_row, V);
   const sampling::SamplingParams& p = s.sampling;
-  const bool stateless = p.greedy() && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
-                         p.repetition_penalty == 1.0f;
+  const bool stateless = p.greedy() && !p.has_penalties();
   if (stateless) {
     r.token = sampling::argmax(raw);
   } else {

@@ -44,6 +44,8 @@ class Worker {
  private:
   StepPlan broadcast_plan(const StepPlan* plan);
   std::vector<SequenceResult> run(const StepPlan& plan);
+  // The plans of this rank's model instance's DP groups (every group runs every collective).
+  std::span<const GroupPlan> instance_groups(const StepPlan& plan) const;
   std::vector<SequenceResult> gather_results(const std::vector<SequenceResult>& mine);
   // A drafting sequence's outcome this step: the tokens it keeps, the last new row the main
   // model agreed with (its MTP row gives the first draft), and the next step's drafts.

@@ -29,6 +29,10 @@ struct SamplingParams {
   void validate() const;
   // Temperature 0 or top_k 1 leave only the most likely token.
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
+  // A penalty reads the counts of the tokens generated so far.
+  bool has_penalties() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
+  }
 };
 
 // How often each token has been generated so far in one request (absent => 0).

@@ -13,9 +13,7 @@ namespace {
 // change the logits per generated token, which a verify step of several tokens does not
 // follow) and without logprobs (not reported for kept drafts yet).
 bool speculates(const GenerationRequest& r) {
-  const sampling::SamplingParams& p = r.sampling;
-  return p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
-         p.repetition_penalty == 1.0f && !r.logprobs && r.top_logprobs == 0;
+  return !r.sampling.has_penalties() && !r.logprobs && r.top_logprobs == 0;
 }
 
 // Prompt tokens a step may always run per DP group, whatever the step-time target says, so

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "model/footprint.h"
-#include "model/safetensors.h"
 #include "parallel/layout_planner.h"
 #include "tools/commands.h"
 #include "tools/model_options.h"
@@ -25,19 +24,6 @@ struct PlanOptions {
   int top = 10;
   bool json = false;
 };
-
-// Which tensors the checkpoint stores as FP8: its headers when its files are there, else
-// DeepSeek-V3's convention (a config downloaded alone).
-model::StoredFp8 stored_fp8_of(const std::filesystem::path& dir) {
-  if (!std::filesystem::exists(dir / "model.safetensors") &&
-      !std::filesystem::exists(dir / "model.safetensors.index.json")) {
-    return model::stored_fp8_by_convention;
-  }
-  auto ckpt = std::make_shared<model::Checkpoint>(model::Checkpoint::open(dir));
-  return [ckpt](const std::string& name) {
-    return ckpt->get(name).type == model::StorageType::F8_E4M3;
-  };
-}
 
 // The flags that reproduce the layout and formats in `mlaserve serve`.
 std::string serve_command(const PlanOptions& o, const parallel::LayoutPlan& p) {
@@ -123,8 +109,9 @@ void run(PlanOptions& o) {
   const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
   const model::WeightFormat format =
       model::resolve_weight_format(o.model.weight_format(), cfg.fp8_block_quantized);
-  const std::vector<parallel::LayoutPlan> plans = parallel::plan_layouts(
-      cfg, format, o.model.kv_dtype(), stored_fp8_of(o.model.model_dir), o.machines, o.workload);
+  const std::vector<parallel::LayoutPlan> plans =
+      parallel::plan_layouts(cfg, format, o.model.kv_dtype(),
+                             model::stored_fp8_of(o.model.model_dir), o.machines, o.workload);
   if (!o.json) {
     print_table(o, cfg, plans);
     return;

@@ -86,8 +86,9 @@ void resolve_defaults(ServeOptions& o) {
 
 sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topology& topo,
                                     const model::ModelConfig& cfg) {
-  const parallel::KvCapacity kv = parallel::kv_capacity(
-      topo, cfg, o.model.kv_dtype(), o.kv_cache_mib << 20, speculative_steps(o) > 0);
+  const int spec_steps = speculative_steps(o);
+  const parallel::KvCapacity kv =
+      parallel::kv_capacity(topo, cfg, o.model.kv_dtype(), o.kv_cache_mib << 20, spec_steps > 0);
   if (kv.per_rank_tokens < 1)
     fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib,
          kv.bytes_per_token);
@@ -114,7 +115,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.limits.policy = sched::parse_schedule_policy(o.schedule_policy);
   e.load_balance = sched::parse_load_balance_method(o.load_balance);
   e.context_length = cfg.max_position_embeddings;
-  e.spec_steps = speculative_steps(o);
+  e.spec_steps = spec_steps;
   e.eos_token_ids = cfg.eos_token_ids;
   // Well inside the followers' deadline for the next plan.
   e.keepalive_seconds = o.parallel.collective_timeout_s / 3;
