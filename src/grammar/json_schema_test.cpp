@@ -222,6 +222,10 @@ TEST(JsonSchemaGrammar, RecursiveReferences) {
     "$ref": "#/$defs/node"})");
   EXPECT_EQ(match(linked, R"({"next":{"next":null}})"), Match::Complete);
   EXPECT_EQ(match(linked, R"({"next":{"next":1}})"), Match::Rejected);
+
+  // A reference to itself in tail position loops without reading, which the recognizer stops.
+  expect_matches(schema(R"({"anyOf": [{"$ref": "#"}, {"type": "null"}]})"),
+                 {{"null", Match::Complete}, {"1", Match::Rejected}});
 }
 
 TEST(JsonSchemaGrammar, EmptySchemaIsAnyValue) {
