@@ -23,7 +23,6 @@ class MaskCache {
   // On a hit, writes the state's mask into `mask` and returns true.
   bool find(StateId state, std::span<uint64_t> mask);
   void insert(StateId state, std::span<const uint64_t> mask);
-  size_t memory_bytes() const { return bytes_; }
 
  private:
   struct Entry {

@@ -7,6 +7,9 @@
 namespace mlaserve::grammar {
 namespace {
 
+// What a hash-table entry costs beyond its payload (node, bucket pointer), roughly.
+constexpr size_t kHashEntryOverhead = 32;
+
 uint64_t pair_key(int32_t position, int32_t below) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) |
          static_cast<uint32_t>(below);
@@ -32,7 +35,10 @@ Recognizer::Recognizer(const FlatGrammar& grammar) : grammar_(grammar) {
 int32_t Recognizer::intern_node(int32_t position, int32_t below) {
   const auto [it, added] =
       node_index_.try_emplace(pair_key(position, below), static_cast<int32_t>(nodes_.size()));
-  if (added) nodes_.push_back({position, below});
+  if (added) {
+    nodes_.push_back({position, below});
+    memory_bytes_ += sizeof(Node) + sizeof(uint64_t) + sizeof(int32_t) + kHashEntryOverhead;
+  }
   return it->second;
 }
 
@@ -42,6 +48,8 @@ StateId Recognizer::intern_state(std::vector<int32_t> key) {
   if (added) {
     state_keys_.push_back(&it->first);
     transitions_.resize(transitions_.size() + 256, kUnknown);
+    memory_bytes_ += it->first.size() * sizeof(int32_t) + sizeof(it->first) + sizeof(StateId) +
+                     kHashEntryOverhead + 256 * sizeof(StateId);
   }
   return it->second;
 }
@@ -121,16 +129,6 @@ StateId Recognizer::intern(const PortableState& state) {
   std::sort(key.begin(), key.end());
   key.push_back(state.complete ? 1 : 0);
   return intern_state(std::move(key));
-}
-
-size_t Recognizer::memory_bytes() const {
-  // Hash-table entries cost about their payload plus a node and a bucket pointer.
-  constexpr size_t kEntryOverhead = 32;
-  size_t bytes =
-      nodes_.size() * (sizeof(Node) + sizeof(uint64_t) + sizeof(int32_t) + kEntryOverhead);
-  for (const std::vector<int32_t>* key : state_keys_)
-    bytes += key->capacity() * sizeof(int32_t) + sizeof(std::vector<int32_t>) + kEntryOverhead;
-  return bytes + transitions_.capacity() * sizeof(StateId);
 }
 
 }  // namespace mlaserve::grammar

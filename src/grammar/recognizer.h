@@ -49,7 +49,7 @@ class Recognizer {
   PortableState portable(StateId state) const;
   StateId intern(const PortableState& state);
   // Roughly what the tables hold, for the cache budget.
-  size_t memory_bytes() const;
+  size_t memory_bytes() const { return memory_bytes_; }
 
  private:
   static constexpr StateId kUnknown = -2;
@@ -80,6 +80,7 @@ class Recognizer {
   std::unordered_map<std::vector<int32_t>, StateId, KeyHash> state_index_;
   std::vector<const std::vector<int32_t>*> state_keys_;
   std::vector<StateId> transitions_;  // [state * 256 + byte]
+  size_t memory_bytes_ = 0;
 
   // Scratch of one expansion.
   std::vector<std::pair<int32_t, int32_t>> pending_;

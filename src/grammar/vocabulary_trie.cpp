@@ -18,7 +18,8 @@ VocabularyTrie build_vocabulary_trie(const std::vector<std::string>& token_bytes
   std::vector<int32_t> path;  // path[d] is the open node at depth d + 1
   const auto close_to = [&](size_t depth) {
     for (; path.size() > depth; path.pop_back())
-      trie.subtree_end[static_cast<size_t>(path.back())] = trie.node_count();
+      trie.nodes[static_cast<size_t>(path.back())].subtree_end =
+          static_cast<int32_t>(trie.nodes.size());
   };
   std::string_view previous;
   for (const int32_t id : ids) {
@@ -29,18 +30,16 @@ VocabularyTrie build_vocabulary_trie(const std::vector<std::string>& token_bytes
         previous.begin());
     close_to(shared);
     for (size_t d = shared; d < bytes.size(); ++d) {
-      path.push_back(trie.node_count());
-      trie.byte.push_back(static_cast<uint8_t>(bytes[d]));
-      trie.depth.push_back(static_cast<uint16_t>(d + 1));
-      trie.subtree_end.push_back(0);
-      trie.token_begin.push_back(static_cast<int32_t>(trie.token_ids.size()));
+      path.push_back(static_cast<int32_t>(trie.nodes.size()));
+      trie.nodes.push_back({static_cast<uint8_t>(bytes[d]), static_cast<uint16_t>(d + 1), 0,
+                            static_cast<int32_t>(trie.token_ids.size())});
     }
     trie.token_ids.push_back(id);  // at the node just opened, or a duplicate's node
     trie.max_depth = std::max(trie.max_depth, static_cast<int32_t>(bytes.size()));
     previous = bytes;
   }
   close_to(0);
-  trie.token_begin.push_back(static_cast<int32_t>(trie.token_ids.size()));
+  trie.nodes.push_back({0, 0, 0, static_cast<int32_t>(trie.token_ids.size())});
   return trie;
 }
 

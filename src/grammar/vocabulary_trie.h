@@ -9,18 +9,22 @@
 
 namespace mlaserve::grammar {
 
+struct TrieNode {
+  uint8_t byte;         // on the edge into the node
+  uint16_t depth;       // 1 for the root's children
+  int32_t subtree_end;  // one past the last node of the node's subtree
+  int32_t token_begin;  // its tokens (those whose bytes end here) are token_ids[token_begin ..
+                        // the next node's token_begin)
+};
+
 struct VocabularyTrie {
-  // Node k (the root is not stored): the byte on the edge into it, its depth (1 for the root's
-  // children), one past the last node of its subtree, and its tokens, token_ids[token_begin[k] ..
-  // token_begin[k + 1]) (those whose bytes end at it).
-  std::vector<uint8_t> byte;
-  std::vector<uint16_t> depth;
-  std::vector<int32_t> subtree_end;
-  std::vector<int32_t> token_begin;
+  // Nodes in depth-first preorder (the root is not stored), then a sentinel whose token_begin
+  // ends the last node's tokens.
+  std::vector<TrieNode> nodes;
   std::vector<int32_t> token_ids;
   int32_t max_depth = 0;
 
-  int32_t node_count() const { return static_cast<int32_t>(byte.size()); }
+  int32_t node_count() const { return static_cast<int32_t>(nodes.size()) - 1; }
 };
 
 // The trie of every non-empty token.
