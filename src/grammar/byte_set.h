@@ -18,6 +18,11 @@ class ByteSet {
   void add(uint8_t byte) { words_[byte >> 6] |= uint64_t{1} << (byte & 63); }
   bool contains(uint8_t byte) const { return (words_[byte >> 6] >> (byte & 63)) & 1; }
   bool empty() const { return (words_[0] | words_[1] | words_[2] | words_[3]) == 0; }
+  bool includes(const ByteSet& other) const {
+    uint64_t outside = 0;
+    for (int i = 0; i < 4; ++i) outside |= other.words_[i] & ~words_[i];
+    return outside == 0;
+  }
   ByteSet& operator|=(const ByteSet& other) {
     for (int i = 0; i < 4; ++i) words_[i] |= other.words_[i];
     return *this;

@@ -1,6 +1,7 @@
 // Cost of constrained decoding on DeepSeek-V3's vocabulary (129,280 ids): token masks computed
-// (cold: a fresh grammar; warm: transitions known, mask not cached) and cached, in three states
-// of a schema's document; accept_token; a whole document token by token; compiling the schema.
+// (cold: a fresh grammar; warm: transitions known, mask not cached) and cached, in four states
+// of a schema's document (a bounded string has a state per length, so each of its masks is
+// computed); accept_token; a whole document token by token; compiling the schema.
 // Run from the repository root:
 //   build/src/grammar/mlaserve_grammar_microbench
 #include <benchmark/benchmark.h>
@@ -22,7 +23,8 @@ const nlohmann::ordered_json& order_schema() {
   static const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(R"({
     "type": "object",
     "properties": {
-      "name": {"type": "string", "maxLength": 200},
+      "name": {"type": "string"},
+      "nickname": {"type": "string", "maxLength": 200},
       "age": {"type": "integer"},
       "email": {"type": ["string", "null"]},
       "status": {"enum": ["pending", "paid", "shipped", "delivered", "cancelled"]},
@@ -48,7 +50,7 @@ const nlohmann::ordered_json& order_schema() {
 }
 
 const std::string kDocument =
-    R"({"name": "Alice Martin", "age": 42, "email": null, "status": "paid",
+    R"({"name": "Alice Martin", "nickname": "Ali", "age": 42, "email": null, "status": "paid",
  "total": 1234.5, "items": [{"sku": "A-1001", "quantity": 2, "price": 99.99, "tags": ["gift"]},
  {"sku": "B-2002", "quantity": 1}], "address": {"street": "1 rue de la Paix", "city": "Paris",
  "zip": "75002", "country": "FR"}, "notes": [{"text": "Leave at the door.", "replies": []}]})";
@@ -57,6 +59,7 @@ const std::string kDocument =
 const std::map<std::string, std::string> kPrefixes = {
     {"object_start", "{"},
     {"in_string", R"({"name": "Alice Ma)"},
+    {"in_bounded_string", R"({"name": "Alice", "nickname": "Al)"},
     {"after_number", R"({"name": "Alice", "age": 42)"}};
 
 std::shared_ptr<const TokenVocabulary> vocabulary() {
@@ -161,12 +164,18 @@ void BM_LoadVocabulary(benchmark::State& state) {
 BENCHMARK(BM_LoadVocabulary)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_FillMaskCold, object_start, "object_start")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskCold, in_string, "in_string")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_FillMaskCold, in_bounded_string, "in_bounded_string")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskCold, after_number, "after_number")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskWarm, object_start, "object_start")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskWarm, in_string, "in_string")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_FillMaskWarm, in_bounded_string, "in_bounded_string")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskWarm, after_number, "after_number")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskCached, object_start, "object_start")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskCached, in_string, "in_string")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_FillMaskCached, in_bounded_string, "in_bounded_string")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FillMaskCached, after_number, "after_number")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AcceptToken);
 BENCHMARK(BM_DocumentCold)->Unit(benchmark::kMillisecond);

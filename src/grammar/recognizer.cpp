@@ -48,8 +48,9 @@ StateId Recognizer::intern_state(std::vector<int32_t> key) {
   if (added) {
     state_keys_.push_back(&it->first);
     transitions_.resize(transitions_.size() + 256, kUnknown);
+    self_loops_.emplace_back();
     memory_bytes_ += it->first.size() * sizeof(int32_t) + sizeof(it->first) + sizeof(StateId) +
-                     kHashEntryOverhead + 256 * sizeof(StateId);
+                     kHashEntryOverhead + 256 * sizeof(StateId) + sizeof(std::optional<ByteSet>);
   }
   return it->second;
 }
@@ -105,6 +106,17 @@ StateId Recognizer::compute_next(StateId state, uint8_t byte) {
   const StateId next = finish_expansion();
   transitions_[static_cast<size_t>(state) * 256 + byte] = next;
   return next;
+}
+
+const ByteSet& Recognizer::self_loops(StateId state) {
+  if (!self_loops_[static_cast<size_t>(state)]) {
+    ByteSet loops;
+    for (int byte = 0; byte < 256; ++byte) {
+      if (next(state, static_cast<uint8_t>(byte)) == state) loops.add(static_cast<uint8_t>(byte));
+    }
+    self_loops_[static_cast<size_t>(state)] = loops;
+  }
+  return *self_loops_[static_cast<size_t>(state)];
 }
 
 PortableState Recognizer::portable(StateId state) const {

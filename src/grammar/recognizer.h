@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -43,6 +44,8 @@ class Recognizer {
     const StateId known = transitions_[static_cast<size_t>(state) * 256 + byte];
     return known != kUnknown ? known : compute_next(state, byte);
   }
+  // The bytes after which the state is itself again (computes all of its transitions once).
+  const ByteSet& self_loops(StateId state);
   bool complete(StateId state) const { return state_keys_[state]->back() != 0; }
   bool has_parses(StateId state) const { return state_keys_[state]->size() > 1; }
 
@@ -79,7 +82,8 @@ class Recognizer {
   // State keys: sorted top nodes, then 1 if complete else 0.
   std::unordered_map<std::vector<int32_t>, StateId, KeyHash> state_index_;
   std::vector<const std::vector<int32_t>*> state_keys_;
-  std::vector<StateId> transitions_;  // [state * 256 + byte]
+  std::vector<StateId> transitions_;                // [state * 256 + byte]
+  std::vector<std::optional<ByteSet>> self_loops_;  // by state, once computed
   size_t memory_bytes_ = 0;
 
   // Scratch of one expansion.
