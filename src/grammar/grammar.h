@@ -118,7 +118,10 @@ class TokenVocabulary {
 
 struct GrammarCache;
 
-// One request's position in a grammar.
+// One request's position in a grammar. Each call holds the grammar's lock, a mask computation
+// included (1.5-5 ms on DeepSeek-V3's vocabulary inside a string, microseconds elsewhere; a mask
+// seen before is a copy). fill_mask and accept_* throw GrammarError when the grammar is too
+// ambiguous at this point (kMaxParses): the request should fail with that message.
 class GrammarMatcher {
  public:
   GrammarMatcher(GrammarPtr grammar, std::shared_ptr<const TokenVocabulary> vocabulary);

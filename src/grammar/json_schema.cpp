@@ -258,7 +258,8 @@ class SchemaCompiler {
       schema_error("'properties' must be an object of schemas", "properties", at);
     const std::set<std::string> required = required_names(schema, properties, at);
     if (!properties.empty()) return listed_properties(properties, required, at);
-    if (additional == Json(false)) return rules_.literal("{}");
+    if (additional == Json(false))
+      return rules_.sequence({rules_.literal("{"), json_.whitespace(), rules_.literal("}")});
     const Rule value = additional == Json(true) ? json_.value()
                                                 : compile(additional, at + "/additionalProperties");
     return json_.object(value);
