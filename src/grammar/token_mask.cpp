@@ -4,7 +4,6 @@
 #include <vector>
 
 namespace mlaserve::grammar {
-
 namespace {
 
 void allow(std::span<uint64_t> mask, std::span<const int32_t> ids) {
@@ -21,10 +20,8 @@ void compute_token_mask(Recognizer& recognizer, StateId state, const VocabularyT
   std::fill(mask.begin(), mask.end(), 0);
   std::vector<StateId> state_at_depth(static_cast<size_t>(trie.max_depth) + 1);
   state_at_depth[0] = state;
-  const TrieNode* nodes = trie.nodes.data();
-  const int32_t* token_ids = trie.token_ids.data();
   for (int32_t node = 0; node < trie.node_count();) {
-    const TrieNode& n = nodes[node];
+    const TrieNode& n = trie.nodes[static_cast<size_t>(node)];
     const StateId parent = state_at_depth[n.depth - 1];
     const StateId next = recognizer.next(parent, n.byte);
     if (next == kDead) {
@@ -41,7 +38,7 @@ void compute_token_mask(Recognizer& recognizer, StateId state, const VocabularyT
       continue;
     }
     state_at_depth[n.depth] = next;
-    allow(mask, std::span(token_ids + n.token_begin, token_ids + nodes[node + 1].token_begin));
+    allow(mask, trie.node_tokens(node));
     ++node;
   }
 }

@@ -1,5 +1,6 @@
 // The token mask of a recognizer state: a depth-first walk of the vocabulary trie that feeds
-// each node's byte to the recognizer and skips the whole subtree of a rejected prefix.
+// each node's byte to the recognizer, skips the whole subtree of a rejected prefix, and accepts
+// a whole subtree at once when every byte below it leaves the state unchanged.
 #pragma once
 
 #include <cstdint>

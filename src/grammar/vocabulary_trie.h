@@ -35,6 +35,12 @@ struct VocabularyTrie {
   int32_t max_depth = 0;
 
   int32_t node_count() const { return static_cast<int32_t>(nodes.size()) - 1; }
+  // The tokens whose bytes end at node k.
+  std::span<const int32_t> node_tokens(int32_t k) const {
+    const auto begin = static_cast<size_t>(nodes[static_cast<size_t>(k)].token_begin);
+    return std::span(token_ids).subspan(
+        begin, static_cast<size_t>(nodes[static_cast<size_t>(k) + 1].token_begin) - begin);
+  }
   // The tokens of a node's subtree: contiguous, since they are stored in preorder.
   std::span<const int32_t> subtree_tokens(const TrieNode& node) const {
     const auto begin = static_cast<size_t>(node.token_begin);
