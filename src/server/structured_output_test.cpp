@@ -3,8 +3,12 @@
 // parsed into reasoning_content and tool_calls (whole and streamed), and every bad spec is a 400.
 #include <gmock/gmock.h>
 
+#include <filesystem>
+
+#include "server/api_error.h"
 #include "server/server_test_util.h"
 #include "server/tool_calls.h"
+#include "support/files.h"
 
 namespace mlaserve::server::testing {
 namespace {
@@ -252,6 +256,27 @@ TEST_F(StructuredOutputTest, AutoParsesACallTheModelMakes) {
   EXPECT_EQ(id.rfind("call_", 0), 0u);
   EXPECT_EQ(arguments, R"({"city": "Oslo", "unit": "f"})");
   EXPECT_EQ(finish, "tool_calls");
+}
+
+// A model whose chat template has no tool-call syntax cannot be asked to call tools.
+TEST(ToolRequest, NeedsATemplateWithToolCalls) {
+  const mlaserve::testing::TempDir dir;
+  std::filesystem::copy_file(
+      std::filesystem::path(mlaserve::testing::kBrownTinyTokenizerDir) / "tokenizer.json",
+      dir / "tokenizer.json");
+  mlaserve::testing::write_json(dir / "tokenizer_config.json",
+                                {{"chat_template", "{{ messages[0]['content'] }}"}});
+  const tokenizer::Tokenizer plain = tokenizer::Tokenizer::load(dir.path());
+  const nlohmann::json body = {{"messages", kUser}, {"tools", {weather_tool()}}};
+  const std::string text = body.dump();
+  try {
+    parse_tool_request(body, OrderedBody(text), plain);
+    ADD_FAILURE() << "tools accepted without a tool-call syntax";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.status(), 400);
+    EXPECT_THAT(error.what(), HasSubstr("no tool-call syntax"));
+  }
+  EXPECT_TRUE(parse_tool_request(body, OrderedBody(text), brown_tiny_tokenizer()).has_value());
 }
 
 TEST_F(StructuredOutputTest, ReasoningParserSplitsTheThinking) {
