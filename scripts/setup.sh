@@ -2,7 +2,8 @@
 # Installs everything mlaserve needs from Debian 12 packages. Safe to run twice:
 # it only calls apt when a package is missing. --fuzz adds what scripts/fuzz.sh needs: clang with
 # its libFuzzer and sanitizer runtimes, and clang's OpenMP (the fuzz build configures every
-# folder with clang).
+# folder with clang). Node.js and npm are for the OpenAI SDK test (scripts/openai_sdk.sh installs
+# the SDK itself from npm).
 set -euo pipefail
 
 PACKAGES=(
@@ -14,7 +15,11 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   iproute2  # ip netns / veth / tc for scripts/multihost.sh and its tests (util-linux's unshare too)
+  nodejs    # Debian 12's Node 18 (or NodeSource's): tests/openai_sdk/ runs the official OpenAI SDK
 )
+# NodeSource's nodejs bundles npm and conflicts with Debian's npm package: ask for it only when
+# no npm is there.
+command -v npm >/dev/null || PACKAGES+=(npm)
 if [ "${1:-}" = "--fuzz" ]; then
   PACKAGES+=(clang libclang-rt-14-dev libomp-dev)
 fi

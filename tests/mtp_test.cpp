@@ -99,6 +99,23 @@ TEST(Mtp, Bfloat16StaysCloseToTheReference) {
   EXPECT_GE(r.drafts_equal, r.rows - 8);
 }
 
+// brown-tiny-mtp stores the MTP layer's embed_tokens and shared_head.head as copies of the main
+// embedding and lm_head: they are not held twice. With them the layer would add two
+// [vocab, hidden] float32 tensors (8.4 MB) to its decoder layer and projection (4.3 MB).
+TEST(Mtp, CopiesOfTheMainEmbeddingAndHeadAreNotHeldTwice) {
+  TempDir tmp;
+  const json input = {{"prompts", {{{"ids", {0, 5, 6}}}}}};
+  const auto weight_bytes = [&](const std::string& flags) {
+    return run_eval(kModel, input, "--dtype float32 " + flags, tmp, 0)["ranks"][0]
+        .at("weight_value_bytes")
+        .get<int64_t>();
+  };
+  const int64_t mtp_bytes = weight_bytes("--mtp") - weight_bytes("");
+  const int64_t vocab_matrix = 4114 * 256 * 4;
+  EXPECT_GT(mtp_bytes, 0);
+  EXPECT_LT(mtp_bytes, 2 * vocab_matrix);
+}
+
 TEST(Mtp, AModelWithoutTheLayerIsAClearError) {
   TempDir tmp;
   write_json(tmp.path() / "in.json", {{"prompts", {{{"ids", {0, 5, 6}}}}}});

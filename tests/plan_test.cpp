@@ -67,6 +67,37 @@ TEST(Plan, BytesPerRankMatchTheLoadedRanksQuantizedAtLoad) {
                             {"tp=4 dp=4 dp-attention"});
 }
 
+// With NEXTN speculation the ranks also hold the MTP layer (and its latent KV layer).
+TEST(Plan, CountsTheMtpLayerForSpeculativeDecoding) {
+  const std::string model = "models/brown-tiny-mtp";
+  const json plain = layout(plan(model, "--dtype float32"), "tp=2 dp=2");
+  const json nextn =
+      layout(plan(model, "--dtype float32 --speculative-algorithm NEXTN"), "tp=2 dp=2");
+  ASSERT_TRUE(nextn["fits"].get<bool>()) << nextn["why_not"];
+  EXPECT_NE(nextn["command"].get<std::string>().find("--speculative-algorithm NEXTN"),
+            std::string::npos);
+  TempDir tmp;
+  const json out = run_eval(model, {{"prompts", {{{"ids", {0, 5, 6}}}}}},
+                            "--dtype float32 --mtp --tp 2 --dp 2", tmp, 1);
+  double values = 0;
+  for (const json& rank : out["ranks"]) {
+    values = std::max(values, rank["weight_value_bytes"].get<double>());
+  }
+  EXPECT_EQ(values, nextn["weight_value_bytes"].get<double>());
+  EXPECT_GT(nextn["weight_value_bytes"].get<double>(), plain["weight_value_bytes"].get<double>());
+  // brown-tiny has 4 layers: the MTP layer's KV makes a token 5/4 as large.
+  const auto bytes_per_token = [](const json& p) {
+    return p["kv_bytes_per_rank"].get<double>() / p["kv_tokens_per_group"].get<double>();
+  };
+  EXPECT_NEAR(bytes_per_token(nextn) / bytes_per_token(plain), 1.25, 1e-3);
+
+  const CommandResult none =
+      run_command(mlaserve_bin() + " plan --model models/brown-tiny --mem-per-host 1 " +
+                  "--speculative-algorithm NEXTN 2>&1");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.output.find("no multi-token-prediction layer"), std::string::npos) << none.output;
+}
+
 TEST(Plan, ExplainsWhyNothingFits) {
   const GoldenModel golden("tiny-v3");
   const CommandResult r = run_command(mlaserve_bin() + " plan --model " + golden.dir().string() +

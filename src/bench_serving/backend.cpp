@@ -45,7 +45,9 @@ bool is_native(Backend backend) {
   return backend == Backend::Mlaserve || backend == Backend::Sglang;
 }
 
-json request_body(Backend backend, const RequestSpec& spec) {
+namespace {
+
+json base_request_body(Backend backend, const RequestSpec& spec) {
   if (is_native(backend)) {
     return {{"text", spec.prompt},
             {"sampling_params",
@@ -65,6 +67,14 @@ json request_body(Backend backend, const RequestSpec& spec) {
   } else {
     body["prompt"] = spec.prompt;
   }
+  return body;
+}
+
+}  // namespace
+
+json request_body(Backend backend, const RequestSpec& spec) {
+  json body = base_request_body(backend, spec);
+  if (!spec.extra_body.is_null()) body.merge_patch(spec.extra_body);
   return body;
 }
 

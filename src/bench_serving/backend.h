@@ -32,9 +32,11 @@ struct RequestSpec {
   bool ignore_eos = true;
   bool stream = true;
   std::string model;  // the OpenAI "model" field
+  // Merged into the body last (a JSON merge patch), e.g. {"response_format": {...}}.
+  nlohmann::json extra_body;
 };
 
-// Greedy (temperature 0) generation of up to max_tokens tokens.
+// Greedy (temperature 0) generation of up to max_tokens tokens, plus extra_body.
 nlohmann::json request_body(Backend backend, const RequestSpec& spec);
 
 // What one chunk added.

@@ -174,7 +174,7 @@ TEST(Backend, WholeResponses) {
 }
 
 TEST(Backend, RequestBodies) {
-  const RequestSpec spec{"hi", 7, true, true, "m"};
+  const RequestSpec spec{"hi", 7, true, true, "m", nullptr};
   const json native = request_body(Backend::Mlaserve, spec);
   EXPECT_EQ(native["text"], "hi");
   EXPECT_EQ(native["sampling_params"]["max_new_tokens"], 7);
@@ -186,10 +186,23 @@ TEST(Backend, RequestBodies) {
   EXPECT_EQ(completion["model"], "m");
   EXPECT_EQ(completion["max_tokens"], 7);
   EXPECT_EQ(completion["stream_options"]["include_usage"], true);
-  const json chat = request_body(Backend::OpenAiChat, {"hi", 7, false, false, "m"});
+  const json chat = request_body(Backend::OpenAiChat, {"hi", 7, false, false, "m", nullptr});
   EXPECT_EQ(chat["messages"][0]["content"], "hi");
   EXPECT_EQ(chat["ignore_eos"], false);
   EXPECT_FALSE(chat.contains("stream_options"));
+}
+
+TEST(Backend, ExtraBodyIsMergedIntoTheRequest) {
+  const json format = {{"type", "json_object"}};
+  const json chat =
+      request_body(Backend::OpenAiChat, {"hi", 7, true, true, "m", {{"response_format", format}}});
+  EXPECT_EQ(chat["response_format"], format);
+  EXPECT_EQ(chat["max_tokens"], 7);
+  // Nested objects merge: a native request keeps its own sampling params beside the extra one.
+  const json native = request_body(
+      Backend::Mlaserve, {"hi", 7, true, true, "m", {{"sampling_params", {{"regex", "a+"}}}}});
+  EXPECT_EQ(native["sampling_params"]["regex"], "a+");
+  EXPECT_EQ(native["sampling_params"]["max_new_tokens"], 7);
 }
 
 TEST(Backend, NamesAndPaths) {

@@ -20,6 +20,7 @@ struct BenchOptions {
   std::string tokenizer_dir;  // empty: the served model's, from GET /get_model_info
   std::string model;          // the OpenAI "model" field; empty: the first of GET /v1/models
   std::string output_file;    // JSONL to append the result to; empty: none
+  nlohmann::json extra_request_body;  // merged into every request (a JSON merge patch)
   bool ignore_eos = true;
   bool stream = true;
   double request_timeout_s = 600.0;

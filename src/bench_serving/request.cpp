@@ -114,7 +114,8 @@ RequestResult send_whole(const HttpClient& client, const RequestSettings& settin
 
 RequestResult send_request(const HttpClient& client, const RequestSettings& settings,
                            const std::string& prompt, int64_t prompt_len, int64_t max_tokens) {
-  const RequestSpec spec{prompt, max_tokens, settings.ignore_eos, settings.stream, settings.model};
+  const RequestSpec spec{prompt,          max_tokens,     settings.ignore_eos,
+                         settings.stream, settings.model, settings.extra_body};
   try {
     const std::string body = request_body(settings.backend, spec).dump();
     return settings.stream ? send_streaming(client, settings, body, prompt_len)

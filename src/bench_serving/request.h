@@ -13,7 +13,8 @@ struct RequestSettings {
   Backend backend = Backend::Mlaserve;
   bool stream = true;
   bool ignore_eos = true;
-  std::string model;  // for the OpenAI backends
+  std::string model;          // for the OpenAI backends
+  nlohmann::json extra_body;  // merged into every request body
 };
 
 // Never throws for what the server does: a refused connection, an HTTP error, a timeout, a

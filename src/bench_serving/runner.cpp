@@ -34,7 +34,7 @@ void check_options(const BenchOptions& o) {
 }
 
 RequestSettings request_settings(const BenchOptions& o) {
-  return {o.backend, o.stream, o.ignore_eos, o.model};
+  return {o.backend, o.stream, o.ignore_eos, o.model, o.extra_request_body};
 }
 
 void warm_up(const HttpClient& client, const BenchOptions& o, const BenchRequest& first,

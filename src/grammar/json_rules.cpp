@@ -24,7 +24,7 @@ ByteSet hex_digits() {
 
 JsonRules::Rule JsonRules::whitespace() {
   if (!whitespace_)
-    whitespace_ = rules_.repeat(rules_.bytes(bytes_of(" \t\n\r")), 0, kMaxWhitespace);
+    whitespace_ = rules_.repeat(rules_.bytes(bytes_of(" ")), 0, kMaxWhitespace);
   return *whitespace_;
 }
 

@@ -145,7 +145,7 @@ TEST(JsonSchemaGrammar, ObjectsWritePropertiesInSchemaOrder) {
       grammar,
       {{R"({"name":"x","tags":[]})", Match::Complete},
        {R"({"name":"x","age":3,"tags":["a","b"]})", Match::Complete},
-       {"{\n  \"name\": \"x\",\n  \"age\": 3,\n  \"tags\": [\n    \"a\"\n  ]\n}", Match::Complete},
+       {"{\n  \"name\": \"x\",\n  \"age\": 3,\n  \"tags\": [\n    \"a\"\n  ]\n}", Match::Rejected},
        {R"({ "name" : "x" , "tags" : [ ] })", Match::Complete},
        {R"({"age":3,"name":"x","tags":[]})", Match::Rejected},
        {R"({"name":"x"})", Match::Rejected},
@@ -195,12 +195,14 @@ TEST(JsonSchemaGrammar, ArrayCounts) {
                  {{"[]", Match::Complete}, {"[1]", Match::Rejected}});
 }
 
-TEST(JsonSchemaGrammar, WhitespaceIsBounded) {
+// Single-line JSON: at most one space between tokens (json_rules.h says why).
+TEST(JsonSchemaGrammar, WhitespaceIsOneSpaceAtMost) {
   const GrammarPtr grammar = schema(R"({"type": "array"})");
-  EXPECT_EQ(match(grammar, "[" + std::string(20, ' ') + "]"), Match::Complete);
-  EXPECT_EQ(match(grammar, "[" + std::string(21, ' ') + "]"), Match::Rejected);
-  EXPECT_EQ(match(grammar, "[1" + std::string(20, '\n') + "," + std::string(20, '\t') + "2]"),
-            Match::Complete);
+  EXPECT_EQ(match(grammar, "[ ]"), Match::Complete);
+  EXPECT_EQ(match(grammar, "[1 , 2]"), Match::Complete);
+  EXPECT_EQ(match(grammar, "[  ]"), Match::Rejected);
+  EXPECT_EQ(match(grammar, "[\n]"), Match::Rejected);
+  EXPECT_EQ(match(grammar, "[1,\t2]"), Match::Rejected);
 }
 
 TEST(JsonSchemaGrammar, RecursiveReferences) {

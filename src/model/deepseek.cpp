@@ -88,9 +88,9 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
   prepare(lm_head_);
   for (LayerWeights& L : layers_) for_each_weight(L, prepare);
   if (mtp_) {
-    count_unpacked(mtp_->embedding);
+    if (mtp_->embedding) count_unpacked(*mtp_->embedding);
     prepare(mtp_->eh_proj);
-    prepare(mtp_->head);
+    if (mtp_->head) prepare(*mtp_->head);
     for_each_weight(mtp_->layer, prepare);
   }
 }
@@ -149,14 +149,15 @@ std::vector<float> DeepseekModel::mtp_forward(const StepInput& in, const float* 
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   float* cat = take(buf_.mtp_in, T * 2 * H);  // [T, 2H]: embedding half first
   float* x = take(buf_.x, T * H);
-  embed(mtp_->embedding, in.tokens, x, comm);
+  embed(mtp_->embedding ? *mtp_->embedding : embedding_, in.tokens, x, comm);
   for (int64_t t = 0; t < T; ++t) {
     kernels::rms_norm(x + t * H, mtp_->enorm.data(), 1, H, eps, cat + t * 2 * H);
     kernels::rms_norm(final_hidden + t * H, mtp_->hnorm.data(), 1, H, eps, cat + t * 2 * H + H);
   }
   linear(FlopKind::MtpProjection, cat, T, mtp_->eh_proj, x);
   decoder_layer(mtp_->layer, cfg_.num_hidden_layers, in, x, kv, comm);
-  return logits(x, in.logit_rows, mtp_->head_norm, mtp_->head, comm, head_hidden);
+  return logits(x, in.logit_rows, mtp_->head_norm, mtp_->head ? *mtp_->head : lm_head_, comm,
+                head_hidden);
 }
 
 // One decoder layer over the step's rows; x [T, H] is the residual stream, updated in place.

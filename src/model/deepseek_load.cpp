@@ -3,6 +3,9 @@
 // names and shapes onto the table's weight kinds.
 #include <fmt/format.h>
 
+#include <cstring>
+#include <optional>
+
 #include "core/error.h"
 #include "model/deepseek.h"
 #include "model/load_progress.h"
@@ -18,6 +21,11 @@ using kernels::Weight;
 void copy_owned(const WeightLoader& loader, const RankLayout& layout, const SplitTensor& t,
                 Weight& dst, int64_t dst_row) {
   loader.copy_block(t.name, t.rows, t.cols, owned_block(layout, t), dst, dst_row);
+}
+
+// The tensor lm_head reads: the embedding's when the model ties them.
+std::string lm_head_name(const ModelConfig& c) {
+  return c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
 }
 
 // This rank's block of t as a new weight.
@@ -126,11 +134,32 @@ LayerWeights load_layer(const WeightLoader& loader, const ModelConfig& c, const 
   return L;
 }
 
+// Whether two stored tensors hold the same bytes (same type and shape); their pages are dropped
+// again after the comparison.
+bool same_tensor(const Checkpoint& ckpt, const std::string& a, const std::string& b) {
+  const TensorInfo& x = ckpt.get(a);
+  const TensorInfo& y = ckpt.get(b);
+  const bool same = x.type == y.type && x.shape == y.shape && x.nbytes == y.nbytes &&
+                    std::memcmp(x.data, y.data, x.nbytes) == 0;
+  release_pages(x);
+  release_pages(y);
+  return same;
+}
+
+// The MTP module's copy of a main tensor (main_name) as `spec`, unless it equals the main one.
+std::optional<kernels::Weight> load_unless_shared(const Checkpoint& ckpt,
+                                                  const WeightLoader& loader, const RankLayout& lay,
+                                                  const SplitTensor& spec,
+                                                  const std::string& main_name) {
+  if (same_tensor(ckpt, spec.name, main_name)) return std::nullopt;
+  return load_owned(loader, lay, spec);
+}
+
 // The MTP module (layer L = num_hidden_layers) as DeepSeek-V3 stores it: its input norms and
 // projection, a decoder layer, and shared_head / embed_tokens (copies of lm_head and the main
-// embedding, sharded as they are).
-MtpWeights load_mtp(const WeightLoader& loader, const ModelConfig& c, const RankLayout& lay,
-                    int64_t local_heads) {
+// embedding, sharded as they are, loaded only where they differ from them).
+MtpWeights load_mtp(const Checkpoint& ckpt, const WeightLoader& loader, const ModelConfig& c,
+                    const RankLayout& lay, int64_t local_heads) {
   const int64_t L = c.num_hidden_layers, H = c.hidden_size, V = c.vocab_size;
   const std::string p = fmt::format("model.layers.{}.", L);
   MtpWeights m;
@@ -139,8 +168,12 @@ MtpWeights load_mtp(const WeightLoader& loader, const ModelConfig& c, const Rank
   m.eh_proj = load_owned(loader, lay, {p + "eh_proj.weight", WeightKind::MtpProjection, H, 2 * H});
   m.layer = load_layer(loader, c, lay, L, local_heads);
   m.head_norm = loader.vector(p + "shared_head.norm.weight", H);
-  m.head = load_owned(loader, lay, {p + "shared_head.head.weight", WeightKind::LmHead, V, H});
-  m.embedding = load_owned(loader, lay, {p + "embed_tokens.weight", WeightKind::Embedding, V, H});
+  m.head = load_unless_shared(ckpt, loader, lay,
+                              {p + "shared_head.head.weight", WeightKind::LmHead, V, H},
+                              lm_head_name(c));
+  m.embedding = load_unless_shared(ckpt, loader, lay,
+                                   {p + "embed_tokens.weight", WeightKind::Embedding, V, H},
+                                   "model.embed_tokens.weight");
   return m;
 }
 
@@ -157,9 +190,7 @@ void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
   LoadProgress progress(c.num_hidden_layers + (with_mtp ? 1 : 0), lay.tp_rank == 0);
   size_t bytes = 0;
   embedding_ = load_owned(loader, lay, {"model.embed_tokens.weight", WeightKind::Embedding, V, H});
-  lm_head_ = load_owned(loader, lay,
-                        {c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-                         WeightKind::LmHead, V, H});
+  lm_head_ = load_owned(loader, lay, {lm_head_name(c), WeightKind::LmHead, V, H});
   final_norm_ = loader.vector("model.norm.weight", H);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     layers_.push_back(load_layer(loader, c, lay, i, heads_.size()));
@@ -168,9 +199,12 @@ void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
   }
   bytes += embedding_.bytes() + lm_head_.bytes();
   if (with_mtp) {
-    mtp_ = load_mtp(loader, c, lay, heads_.size());
+    mtp_ = load_mtp(ckpt, loader, c, lay, heads_.size());
     for_each_weight(mtp_->layer, [&bytes](const Weight& w) { bytes += w.bytes(); });
-    bytes += mtp_->eh_proj.bytes() + mtp_->head.bytes() + mtp_->embedding.bytes();
+    bytes += mtp_->eh_proj.bytes();
+    for (const std::optional<Weight>* w : {&mtp_->head, &mtp_->embedding}) {
+      if (*w) bytes += (*w)->bytes();
+    }
     progress.layer_loaded(c.num_hidden_layers + 1, bytes);
   }
   progress.done(bytes);

@@ -145,23 +145,40 @@ StoredFp8 stored_fp8_of(const std::filesystem::path& dir) {
   return [ckpt](const std::string& name) { return ckpt->get(name).type == StorageType::F8_E4M3; };
 }
 
+namespace {
+
+// Decoder layer i's attention and MLP (or MoE) into w.
+void add_layer(Walker& walk, const ModelConfig& cfg, int64_t i, RankWeights& w) {
+  walk.attention(i, w);
+  if (cfg.is_moe_layer(i)) {
+    walk.moe(i, w);
+  } else {
+    w.dense_mlp += walk.mlp(fmt::format("model.layers.{}.mlp.", i), cfg.intermediate_size,
+                            WeightKind::MlpGateUp, WeightKind::MlpDown);
+  }
+}
+
+// The MTP layer (stored as layer L = num_hidden_layers): eh_proj [H, 2H] and its decoder layer.
+int64_t mtp_bytes(Walker& walk, const ModelConfig& cfg) {
+  const int64_t L = cfg.num_hidden_layers, H = cfg.hidden_size;
+  RankWeights layer;
+  add_layer(walk, cfg, L, layer);
+  return layer.values() + walk.one({fmt::format("model.layers.{}.eh_proj.weight", L),
+                                    WeightKind::MtpProjection, H, 2 * H});
+}
+
+}  // namespace
+
 RankWeights rank_weights(const ModelConfig& cfg, const RankLayout& layout,
-                         const WeightFormat& format, const StoredFp8& stored_fp8) {
+                         const WeightFormat& format, const StoredFp8& stored_fp8, bool with_mtp) {
   Walker walk(cfg, layout, format, stored_fp8);
   const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
   RankWeights w;
   w.embedding = walk.one({"model.embed_tokens.weight", WeightKind::Embedding, V, H}, false);
   w.lm_head = walk.one({cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
                         WeightKind::LmHead, V, H});
-  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
-    walk.attention(i, w);
-    if (cfg.is_moe_layer(i)) {
-      walk.moe(i, w);
-    } else {
-      w.dense_mlp += walk.mlp(fmt::format("model.layers.{}.mlp.", i), cfg.intermediate_size,
-                              WeightKind::MlpGateUp, WeightKind::MlpDown);
-    }
-  }
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) add_layer(walk, cfg, i, w);
+  if (with_mtp) w.mtp = mtp_bytes(walk, cfg);
   w.packed = walk.packed();
   return w;
 }

@@ -44,17 +44,24 @@ struct RankWeights {
   // prefill GEMMs read it, decode GEMVs the row-major values). An estimate: the values' size,
   // without the block padding, which is < 1 % for shapes that are multiples of 64.
   int64_t packed = 0;
+  // The multi-token-prediction layer, when loaded (NEXTN speculation): its projection and
+  // decoder layer. Its embedding and head are taken to be copies of the main ones, which the
+  // loader does not hold twice (DeepSeek-V3's are; a checkpoint whose copies differ holds 2 x
+  // [V_local, H] more).
+  int64_t mtp = 0;
 
   int64_t routed_experts() const { return moe_layers * experts_held * expert_bytes; }
   int64_t values() const {
-    return embedding + lm_head + attention + dense_mlp + shared_experts + router + routed_experts();
+    return embedding + lm_head + attention + dense_mlp + shared_experts + router +
+           routed_experts() + mtp;
   }
   int64_t resident() const { return values() + packed; }
 };
 
 // `format` must be resolved (resolve_weight_format); stored_fp8 is consulted for an FP8
-// checkpoint only.
+// checkpoint only. with_mtp: the MTP layer too (RankWeights::mtp).
 RankWeights rank_weights(const ModelConfig& cfg, const RankLayout& layout,
-                         const WeightFormat& format, const StoredFp8& stored_fp8);
+                         const WeightFormat& format, const StoredFp8& stored_fp8,
+                         bool with_mtp = false);
 
 }  // namespace mlaserve::model

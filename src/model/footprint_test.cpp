@@ -39,15 +39,18 @@ std::vector<RankLayout> ranks_of(const LayoutCase& c) {
 // columns, ...), which on these tiny shards (16 columns of an expert at tp 2) adds up to a third,
 // on real shapes under 1 %. The loose bound still catches copies left uncounted or counted twice;
 // shapes of no power of two (check_resident false) pad by up to half.
-void expect_footprint_matches_loader(const std::filesystem::path& dir, bool check_resident) {
+const std::vector<WeightFormat> kEveryFormat = {{WeightType::F32, Quantization::None},
+                                                {WeightType::BF16, Quantization::None},
+                                                {WeightType::BF16, Quantization::Fp8},
+                                                {WeightType::F32, Quantization::Int8},
+                                                {WeightType::BF16, Quantization::Auto}};
+
+void expect_footprint_matches_loader(const std::filesystem::path& dir, bool check_resident,
+                                     bool with_mtp = false,
+                                     const std::vector<WeightFormat>& formats = kEveryFormat) {
   constexpr double kResidentTolerance = 0.35;
   const ModelConfig cfg = ModelConfig::load(dir);
   const StoredFp8 stored = stored_fp8_of(dir);
-  const std::vector<WeightFormat> formats = {{WeightType::F32, Quantization::None},
-                                             {WeightType::BF16, Quantization::None},
-                                             {WeightType::BF16, Quantization::Fp8},
-                                             {WeightType::F32, Quantization::Int8},
-                                             {WeightType::BF16, Quantization::Auto}};
   for (const LayoutCase& layout : {LayoutCase{1, 1, false}, LayoutCase{2, 1, false},
                                    LayoutCase{4, 2, false}, LayoutCase{4, 2, true}}) {
     for (const WeightFormat& requested : formats) {
@@ -57,8 +60,8 @@ void expect_footprint_matches_loader(const std::filesystem::path& dir, bool chec
                                  dir.string(), layout.tp, layout.dp, layout.ep, rank.tp_rank,
                                  kernels::weight_type_name(format.dtype),
                                  quantization_name(format.quantization)));
-        const DeepseekModel model(dir, requested, rank);
-        const RankWeights w = rank_weights(cfg, rank, format, stored);
+        const DeepseekModel model(dir, requested, rank, with_mtp);
+        const RankWeights w = rank_weights(cfg, rank, format, stored, with_mtp);
         EXPECT_EQ(static_cast<int64_t>(model.weight_value_bytes()), w.values());
         // oneDNN pads its blocked copy; without AVX512_BF16 it packs no bf16 weight at all.
         const auto resident = static_cast<double>(model.resident_weight_bytes());
@@ -91,6 +94,12 @@ TEST_F(Footprint, MatchesTheLoaderOnTheGoldenModels) {
 // Dimensions that are not multiples of 128 or of the rank count: shards inside FP8 blocks.
 TEST_F(Footprint, MatchesTheLoaderOnOddShapesInFp8) {
   expect_footprint_matches_loader(made_model("odd-v3.json", RandomWeightFormat::FP8), false);
+}
+
+// The multi-token-prediction layer, whose embedding and head copies the loader shares.
+TEST_F(Footprint, MatchesTheLoaderWithTheMtpLayer) {
+  expect_footprint_matches_loader("models/brown-tiny-mtp", false, /*with_mtp=*/true,
+                                  {{WeightType::BF16, Quantization::Fp8}});
 }
 
 TEST_F(Footprint, MatchesTheLoaderWithoutQLoraAndWithTiedEmbeddings) {

@@ -96,7 +96,7 @@ LayoutPlan plan_layout(const model::ModelConfig& cfg, const model::WeightFormat&
   std::vector<model::RankWeights> ranks;
   for (int r = 0; r < options.tp; ++r) {
     const Topology t = compute_topology(options, r, world);
-    ranks.push_back(model::rank_weights(cfg, t.layout, format, stored_fp8));
+    ranks.push_back(model::rank_weights(cfg, t.layout, format, stored_fp8, workload.speculative));
   }
   const int64_t instance_tokens =
       (workload.concurrency + t0.instances - 1) / t0.instances;  // per replica
@@ -113,8 +113,8 @@ LayoutPlan plan_layout(const model::ModelConfig& cfg, const model::WeightFormat&
                         p.comm_bytes_per_token /
                             (crosses_network ? machines.network_bandwidth : machines.mem_bandwidth);
 
-  const int64_t kv_bytes_per_token =
-      cache::LatentKvPool::bytes_per_token(cfg.num_hidden_layers, cfg.kv_cache_dim(), kv_dtype);
+  const int64_t kv_bytes_per_token = cache::LatentKvPool::bytes_per_token(
+      cfg.num_hidden_layers + (workload.speculative ? 1 : 0), cfg.kv_cache_dim(), kv_dtype);
   p.kv_bytes_per_rank = std::max<int64_t>(
       0, static_cast<int64_t>(machines.usable_bytes_per_rank()) - p.resident_weight_bytes);
   p.kv_tokens_per_group = p.kv_bytes_per_rank / kv_bytes_per_token;

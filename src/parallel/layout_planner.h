@@ -33,8 +33,9 @@ struct Machines {
 };
 
 struct Workload {
-  int64_t context = 4096;   // tokens each request may hold in the KV cache
-  int64_t concurrency = 1;  // requests decoding at once over the whole job
+  int64_t context = 4096;    // tokens each request may hold in the KV cache
+  int64_t concurrency = 1;   // requests decoding at once over the whole job
+  bool speculative = false;  // NEXTN: the MTP layer is loaded too, with its own latent KV layer
 };
 
 struct LayoutPlan {

@@ -139,6 +139,7 @@ std::vector<uint8_t> StepPlan::encode() const {
       w.put_vector(s.mtp_tokens);
       w.put(s.spec_steps);
       w.put<uint8_t>(s.spec_verify);
+      w.put_vector(s.allowed_tokens);
     }
   }
   w.put_vector(released);
@@ -165,6 +166,7 @@ StepPlan StepPlan::decode(std::span<const uint8_t> bytes) {
       s.mtp_tokens = r.get_vector<int32_t>();
       s.spec_steps = r.get<int32_t>();
       s.spec_verify = r.get<uint8_t>() != 0;
+      s.allowed_tokens = r.get_vector<uint64_t>();
     }
   }
   plan.released = r.get_vector<uint64_t>();

@@ -32,6 +32,9 @@ struct PlannedSequence {
   // the new tokens', for the chained drafts' MTP latents (scratch, freed after the step).
   int32_t spec_steps = 0;
   bool spec_verify = false;
+  // Structured output: the tokens the leader may pick (bit id % 64 of word id / 64); empty
+  // allows every token. Rank 0 computes it from the request's grammar before each sample.
+  std::vector<uint64_t> allowed_tokens;
 
   // One new token over a cached prefix (else it runs a prompt or a prompt chunk).
   bool is_decode() const { return new_tokens.size() == 1 && n_cached > 0; }

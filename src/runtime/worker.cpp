@@ -294,12 +294,15 @@ SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_ro
   const std::span<const float> raw(last_row, V);
   const sampling::SamplingParams& p = s.sampling;
   const bool stateless = p.greedy() && !p.has_penalties();
-  if (stateless) {
+  if (stateless && s.allowed_tokens.empty()) {
     r.token = sampling::argmax(raw);
   } else {
     std::vector<float> row(raw.begin(), raw.end());
-    r.token = samplers_.try_emplace(s.id, p).first->second.sample(row);
+    if (!s.allowed_tokens.empty()) sampling::mask_disallowed(row, s.allowed_tokens);
+    r.token = stateless ? sampling::argmax(row)
+                        : samplers_.try_emplace(s.id, p).first->second.sample(row);
   }
+  // Logprobs report the model's own distribution, before a grammar's mask.
   if (s.top_logprobs >= 0) {
     sampling::LogprobResult lp = sampling::logprobs(raw, r.token, s.top_logprobs);
     r.logprob = lp.chosen.logprob;

@@ -134,6 +134,15 @@ void SamplingParams::validate() const {
   }
 }
 
+void mask_disallowed(std::span<float> logits, std::span<const uint64_t> allowed) {
+  for (size_t id = 0; id < logits.size(); ++id) {
+    const size_t word = id / 64;
+    if (word >= allowed.size() || !((allowed[word] >> (id % 64)) & 1u)) {
+      logits[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
 void apply_penalties(std::span<float> logits, const TokenCounts& counts,
                      const SamplingParams& params) {
   for (const auto& [token, count] : counts) {

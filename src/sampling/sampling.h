@@ -44,6 +44,10 @@ using TokenCounts = std::unordered_map<int32_t, int32_t>;
 void apply_penalties(std::span<float> logits, const TokenCounts& counts,
                      const SamplingParams& params);
 
+// Structured output: sets the logit of every token whose bit in `allowed` is clear (bit id % 64
+// of word id / 64; ids past the mask count as clear) to -infinity, so no later step picks it.
+void mask_disallowed(std::span<float> logits, std::span<const uint64_t> allowed);
+
 // A token that survived filtering, with its probability.
 struct Candidate {
   int32_t id;

@@ -354,6 +354,34 @@ TEST(Sampling, RejectsRowsNoTokenCanComeFrom) {
   EXPECT_THROW(sampler.sample(with_nan), Error);
 }
 
+TEST(Sampling, MaskDisallowedKeepsExactlyTheAllowedTokens) {
+  const size_t vocab = 150;  // past two whole words, and shorter than the three-word mask
+  std::vector<float> logits = random_logits(vocab, 2.0f, 7);
+  const std::vector<float> raw = logits;
+  std::vector<uint64_t> allowed(3, 0);
+  std::mt19937 rng(11);
+  std::vector<bool> expected(vocab);
+  for (size_t id = 0; id < vocab; ++id) {
+    expected[id] = rng() % 3 == 0;
+    if (expected[id]) allowed[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  mask_disallowed(logits, allowed);
+  for (size_t id = 0; id < vocab; ++id) {
+    EXPECT_EQ(logits[id], expected[id] ? raw[id] : -kInf) << id;
+  }
+  // Ids past the mask are disallowed; greedy and sampling then pick only allowed tokens.
+  std::vector<float> short_mask_row = raw;
+  mask_disallowed(short_mask_row, std::span<const uint64_t>(allowed).first(1));
+  EXPECT_TRUE(std::all_of(short_mask_row.begin() + 64, short_mask_row.end(),
+                          [](float x) { return x == -kInf; }));
+  EXPECT_TRUE(expected[static_cast<size_t>(argmax(logits))]);
+  Sampler sampler(SamplingParams{.temperature = 1.0f, .seed = 3});
+  for (int draw = 0; draw < 200; ++draw) {
+    std::vector<float> row = logits;
+    EXPECT_TRUE(expected[static_cast<size_t>(sampler.sample(row))]);
+  }
+}
+
 TEST(Sampling, LogprobsMatchLogSoftmaxAndTopIsSortedDescending) {
   const std::vector<float> logits = random_logits(500, 3.0f, 5);
   double max = logits[0];

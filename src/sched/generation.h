@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,20 @@
 
 namespace mlaserve::sched {
 
+// Structured output: which tokens a request may generate next (a grammar over the output text).
+// The engine asks before each sample and reports every generated token; it alone owns the
+// end-of-sequence ids (EOS, stop_token_ids), which it allows when can_end(). Used only by the
+// engine's thread.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets bit (id % 64) of allowed[id / 64] for each text token that may come next, clears the rest.
+  virtual void fill_allowed(std::span<uint64_t> allowed) = 0;
+  virtual bool can_end() const = 0;   // the output so far is complete
+  virtual bool must_end() const = 0;  // complete, and nothing may follow: the request stops
+  virtual void accept(int32_t token) = 0;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids (BOS included if the API added it)
   int64_t max_new_tokens = 128;
@@ -22,6 +38,7 @@ struct GenerationRequest {
   bool ignore_eos = false;              // when false, the model's EOS ids also stop
   int top_logprobs = 0;                 // alternatives per token to report (0..20)
   bool logprobs = false;                // report the chosen token's logprob
+  std::shared_ptr<TokenConstraint> constraint;  // structured output; null: any token
 };
 
 // Rejected: the request cannot run as asked (prompt plus max_new_tokens over the context or the

@@ -11,9 +11,11 @@ namespace {
 
 // Speculation keeps the output distribution for choices without token-count state (penalties
 // change the logits per generated token, which a verify step of several tokens does not
-// follow) and without logprobs (not reported for kept drafts yet).
+// follow) and without logprobs (not reported for kept drafts yet). A grammar's mask would have
+// to be known at every draft position before the drafts exist, so constrained requests don't
+// speculate either.
 bool speculates(const GenerationRequest& r) {
-  return !r.sampling.has_penalties() && !r.logprobs && r.top_logprobs == 0;
+  return !r.sampling.has_penalties() && !r.logprobs && r.top_logprobs == 0 && !r.constraint;
 }
 
 // Prompt tokens a step may always run per DP group, whatever the step-time target says, so
@@ -167,6 +169,10 @@ void ServingEngine::take_inbox() {
                       r->prompt_len(), r->request.max_new_tokens, options_.context_length));
       continue;
     }
+    if (r->request.constraint && r->request.constraint->must_end()) {
+      finish(*r, FinishReason::Stop);  // a grammar that matches only the empty output
+      continue;
+    }
     if (options_.spec_steps > 0 && speculates(r->request) &&
         r->prompt_len() + r->request.max_new_tokens + 2 * options_.spec_steps <=
             options_.context_length) {
@@ -223,6 +229,8 @@ void ServingEngine::apply(const std::vector<runtime::SequenceResult>& results) {
 bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token) {
   r.generated.push_back(token);
   tokens_generated_ += 1;
+  TokenConstraint* constraint = r.request.constraint.get();
+  if (constraint) constraint->accept(token);
   TokenEvent e;
   e.token = token;
   e.logprob = res.logprob;
@@ -240,10 +248,54 @@ bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, i
   e.finish = stop ? FinishReason::Stop : length ? FinishReason::Length : FinishReason::None;
   e.spec_verify_ct = r.spec_verify_ct;
   if (r.sink) r.sink(e);
-  if (e.finish == FinishReason::None) return true;
+  if (e.finish == FinishReason::None) {
+    if (!constraint || !constraint->must_end()) return true;
+    // The grammar is complete: the request stops after this token, which is text, not a stop
+    // token (so the stop comes as its own event).
+    finish(r, FinishReason::Stop);
+    return false;
+  }
   r.sink = nullptr;  // the finishing event was the last one
   finish(r, e.finish);
   return false;
+}
+
+// Structured output: every sampling step of a constrained request carries the tokens its grammar
+// allows, plus the end-of-sequence ids when the output is complete.
+void ServingEngine::add_token_masks(runtime::StepPlan& plan) {
+  const auto started = std::chrono::steady_clock::now();
+  const size_t words = static_cast<size_t>((options_.vocab_size + 63) / 64);
+  bool any = false;
+  for (runtime::GroupPlan& group : plan.groups) {
+    for (runtime::PlannedSequence& s : group.seqs) {
+      const ActiveRequest& r = *active_.at(s.id);
+      TokenConstraint* constraint = r.request.constraint.get();
+      if (!s.sample || !constraint) continue;
+      any = true;
+      s.allowed_tokens.assign(words, 0);
+      constraint->fill_allowed(s.allowed_tokens);
+      // A byte-level vocabulary spells every next byte, so a grammar that may go on always
+      // allows a token; were none allowed, ending is the only way out.
+      const bool none = std::all_of(s.allowed_tokens.begin(), s.allowed_tokens.end(),
+                                    [](uint64_t word) { return word == 0; });
+      if (constraint->can_end() || none) allow_end_tokens(r.request, s.allowed_tokens);
+    }
+  }
+  if (any) {
+    mask_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+}
+
+void ServingEngine::allow_end_tokens(const GenerationRequest& request,
+                                     std::vector<uint64_t>& allowed) const {
+  const auto allow = [&](int64_t id) {
+    if (id >= 0 && id < options_.vocab_size) allowed[id / 64] |= uint64_t{1} << (id % 64);
+  };
+  for (int32_t id : request.stop_token_ids) allow(id);
+  if (!request.ignore_eos) {
+    for (int64_t id : options_.eos_token_ids) allow(id);
+  }
 }
 
 bool ServingEngine::step_once(runtime::Worker& worker) {
@@ -262,6 +314,7 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
     publish_status();
     return false;
   }
+  add_token_masks(plan);
   plan.released.swap(released_);
   // Planning admitted what --max-running-requests allows; the step runs them all.
   running_peak_ = std::max(running_peak_, running_requests());
@@ -354,6 +407,7 @@ void ServingEngine::publish_status() {
       {"partial_prefill_chunks", prefill_chunks_},
       {"running_requests_peak", running_peak_},
       {"schedule_seconds_total", schedule_seconds_},
+      {"grammar_mask_seconds_total", mask_seconds_},
       {"step_seconds_total", step_seconds_},
       {"context_length", options_.context_length},
       {"chunked_prefill_size_per_group", options_.limits.chunk_tokens},

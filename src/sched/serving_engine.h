@@ -29,6 +29,7 @@ struct EngineOptions {
   LoadBalanceMethod load_balance = LoadBalanceMethod::CacheAware;
   int64_t context_length = 0;
   std::vector<int64_t> eos_token_ids;
+  int64_t vocab_size = 0;  // the model's: the width of a structured-output token mask
   // NEXTN speculative decoding: tokens the MTP module drafts per step (0: off). Requests without
   // penalties or logprobs speculate; the others decode one token per step.
   int spec_steps = 0;
@@ -66,6 +67,8 @@ class ServingEngine final : public EngineHandle {
   bool flush_all_groups();
   void finish(ActiveRequest& r, FinishReason reason, const std::string& error = "");
   void apply(const std::vector<runtime::SequenceResult>& results);
+  void add_token_masks(runtime::StepPlan& plan);
+  void allow_end_tokens(const GenerationRequest& request, std::vector<uint64_t>& allowed) const;
   int64_t running_requests() const;  // in every group
   void publish_status();
   void send_keepalive(runtime::Worker& worker);
@@ -98,7 +101,9 @@ class ServingEngine final : public EngineHandle {
   uint64_t spec_verify_steps_ = 0, spec_accepted_drafts_ = 0;  // over every request
   uint64_t prefill_chunks_ = 0;  // prompt chunks that stopped short of the prompt's end
   int64_t running_peak_ = 0;     // the most requests running at once (all groups)
-  double schedule_seconds_ = 0, step_seconds_ = 0;  // rank 0's planning, and whole busy steps
+  double schedule_seconds_ = 0, step_seconds_ = 0;
+  double mask_seconds_ = 0;  // computing structured-output token masks (part of scheduling)  //
+                             // rank 0's planning, and whole busy steps
 };
 
 }  // namespace mlaserve::sched

@@ -160,6 +160,7 @@ sched::GenerationRequest engine_request(const GenerationOptions& options,
   request.ignore_eos = options.ignore_eos;
   request.logprobs = options.logprobs;
   request.top_logprobs = options.top_logprobs;
+  if (options.make_constraint) request.constraint = options.make_constraint();
   return request;
 }
 

@@ -11,6 +11,7 @@
 
 #include "sampling/sampling.h"
 #include "sched/generation.h"
+#include "server/structured_output.h"
 
 namespace mlaserve::server {
 
@@ -30,6 +31,8 @@ struct GenerationOptions {
   bool include_usage = false;            // OpenAI stream_options.include_usage
   bool echo = false;                     // completions: prepend the prompt
   bool return_text_in_logprobs = false;  // SGLang: token text beside each logprob
+  // Structured output: each engine request gets its own walk of the grammar (null: none).
+  ConstraintFactory make_constraint;
 };
 
 // Fields of /v1/completions (api Completions) or /v1/chat/completions (api Chat).

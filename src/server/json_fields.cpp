@@ -59,15 +59,20 @@ bool refuse_deep_nesting(int depth, nlohmann::json::parse_event_t event, nlohman
 }  // namespace
 
 nlohmann::json parse_json_object(const std::string& body) {
-  nlohmann::json parsed;
-  try {
-    parsed = nlohmann::json::parse(body, refuse_deep_nesting);
-  } catch (const nlohmann::json::exception& error) {
-    // Not just parse_error: a number past double's range such as 1e400 is an out_of_range.
-    throw invalid_request(fmt::format("Request body is not valid JSON: {}", error.what()));
-  }
+  nlohmann::json parsed = parse_json_text(body, "Request body", "");
   if (!parsed.is_object()) throw invalid_request("Request body must be a JSON object");
   return parsed;
+}
+
+nlohmann::json parse_json_text(const std::string& text, std::string_view what,
+                               std::string_view param) {
+  try {
+    return nlohmann::json::parse(text, refuse_deep_nesting);
+  } catch (const nlohmann::json::exception& error) {
+    // Not just parse_error: a number past double's range such as 1e400 is an out_of_range.
+    throw invalid_request(fmt::format("{} is not valid JSON: {}", what, error.what()),
+                          std::string(param));
+  }
 }
 
 const nlohmann::json* field(const nlohmann::json& object, std::string_view key) {

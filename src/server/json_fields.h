@@ -15,6 +15,10 @@ namespace mlaserve::server {
 
 // Parses a request body that must be a JSON object (400 otherwise, with the parser's reason).
 nlohmann::json parse_json_object(const std::string& body);
+// Parses JSON text found inside a request (e.g. a schema sent as a string); a 400 naming `what`
+// and `param` if it is not valid JSON.
+nlohmann::json parse_json_text(const std::string& text, std::string_view what,
+                               std::string_view param);
 
 // The value of `key`, or nullptr when it is absent or null.
 const nlohmann::json* field(const nlohmann::json& object, std::string_view key);

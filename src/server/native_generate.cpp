@@ -123,7 +123,12 @@ std::vector<std::string> request_ids(const nlohmann::json& body, size_t prompts)
 void handle_generate(ServerContext& context, const httplib::Request& request,
                      httplib::Response& response) {
   const nlohmann::json body = parse_json_object(request.body);
-  const GenerationOptions options = parse_native_options(body, context.tokenizer.vocab_size());
+  GenerationOptions options = parse_native_options(body, context.tokenizer.vocab_size());
+  if (const nlohmann::json* params = field(body, "sampling_params")) {
+    if (grammar::GrammarPtr grammar = native_grammar(*params, context.grammars)) {
+      options.make_constraint = context.grammars.constraints(std::move(grammar));
+    }
+  }
   const NativePrompts prompts = native_prompts(body, context.tokenizer);
   const std::vector<std::string> rids = request_ids(body, prompts.prompts.size());
   const TokenBudget budget{kDefaultMaxNewTokens, context.engine.context_length(), "max_new_tokens"};

@@ -1,10 +1,13 @@
 // POST /v1/chat/completions.
 #include <limits>
+#include <optional>
 #include <utility>
 
+#include "server/chat_output.h"
 #include "server/json_fields.h"
 #include "server/openai_format.h"
 #include "server/openai_handlers.h"
+#include "server/tool_calls.h"
 
 namespace mlaserve::server {
 
@@ -13,25 +16,81 @@ namespace {
 // Like vLLM: without max_tokens a chat may use all the context the prompt leaves.
 constexpr int64_t kDefaultMaxTokens = std::numeric_limits<int64_t>::max();
 
+// How a choice's text is split: reasoning (with a reasoning parser), content, tool calls.
+struct ChatParsing {
+  bool reasoning = false;
+  bool tool_calls = false;
+  ChatOutputParser parser() const { return ChatOutputParser(reasoning, tool_calls); }
+};
+
+// A choice that called tools and then stopped finishes with "tool_calls", as OpenAI's do.
+nlohmann::json chat_finish_reason(const Finish* finish, bool called_tools) {
+  if (finish && finish->kind == FinishKind::Stop && called_tools) return "tool_calls";
+  return finish_reason_json(finish);
+}
+
+nlohmann::json tool_call_json(const ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+// The first piece of a call names it; later pieces carry only arguments.
+nlohmann::json tool_call_delta_json(const ToolCallDelta& call) {
+  nlohmann::json function = {{"arguments", call.arguments}};
+  nlohmann::json json = {{"index", call.index}};
+  if (!call.name.empty()) {
+    function["name"] = call.name;
+    json["id"] = call.id;
+    json["type"] = "function";
+  }
+  json["function"] = std::move(function);
+  return json;
+}
+
+nlohmann::json message_json(const ChatMessage& message, bool reasoning) {
+  nlohmann::json json = {{"role", "assistant"}};
+  // With calls and no text, OpenAI sends content null.
+  json["content"] = message.content.empty() && !message.tool_calls.empty()
+                        ? nlohmann::json(nullptr)
+                        : nlohmann::json(message.content);
+  if (reasoning) {
+    json["reasoning_content"] =
+        message.reasoning.empty() ? nlohmann::json(nullptr) : nlohmann::json(message.reasoning);
+  }
+  if (!message.tool_calls.empty()) {
+    json["tool_calls"] = nlohmann::json::array();
+    for (const ToolCall& call : message.tool_calls)
+      json["tool_calls"].push_back(tool_call_json(call));
+  }
+  return json;
+}
+
 class ChatFormat final : public GenerationFormat {
  public:
   ChatFormat(OpenAiResponseHeader header, const GenerationOptions& options,
-             const tokenizer::Tokenizer& tokenizer)
+             const tokenizer::Tokenizer& tokenizer, ChatParsing parsing)
       : header_(std::move(header)),
         include_usage_(options.include_usage),
         logprobs_(options.logprobs),
-        tokenizer_(tokenizer) {}
+        tokenizer_(tokenizer),
+        parsing_(parsing) {}
 
   nlohmann::json response(const GenerationBatch& batch) const override {
     nlohmann::json body = header_.json("chat.completion");
     nlohmann::json choices = nlohmann::json::array();
     for (size_t i = 0; i < batch.choices().size(); ++i) {
       const ChoiceState& choice = batch.choices()[i];
-      choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", choice.text()}}},
-                         {"logprobs", logprobs_json(choice.tokens())},
-                         {"finish_reason", finish_reason_json(&*choice.finish())},
-                         {"matched_stop", choice.finish()->matched}});
+      ChatOutputParser parser = parsing_.parser();
+      ChatMessage message;
+      message.add(parser.push(choice.text()));
+      message.add(parser.finish());
+      choices.push_back(
+          {{"index", i},
+           {"message", message_json(message, parsing_.reasoning)},
+           {"logprobs", logprobs_json(choice.tokens())},
+           {"finish_reason", chat_finish_reason(&*choice.finish(), !message.tool_calls.empty())},
+           {"matched_stop", choice.finish()->matched}});
     }
     body["choices"] = std::move(choices);
     body["usage"] = usage_json(batch);
@@ -41,6 +100,7 @@ class ChatFormat final : public GenerationFormat {
   // The first delta of each choice carries its role, as OpenAI streams do.
   std::vector<nlohmann::json> stream_start(const GenerationBatch& batch) const override {
     std::vector<nlohmann::json> events;
+    streams_.assign(batch.choices().size(), {parsing_.parser(), false});
     for (size_t i = 0; i < batch.choices().size(); ++i) {
       events.push_back(chunk({{"index", i},
                               {"delta", {{"role", "assistant"}, {"content", ""}}},
@@ -52,12 +112,14 @@ class ChatFormat final : public GenerationFormat {
 
   nlohmann::json stream_update(const GenerationBatch&, size_t index,
                                const ChoiceState::Update& update) const override {
-    nlohmann::json delta = nlohmann::json::object();
-    if (!update.text.empty() || !update.finish) delta["content"] = std::string(update.text);
+    ChoiceStream& stream = streams_[index];
+    ChatDelta parsed = stream.parser.push(update.text);
+    if (update.finish) parsed.append(stream.parser.finish());
+    stream.called_tools = stream.called_tools || !parsed.tool_calls.empty();
     return chunk({{"index", index},
-                  {"delta", std::move(delta)},
+                  {"delta", delta_json(parsed, update.finish != nullptr)},
                   {"logprobs", logprobs_json(update.tokens)},
-                  {"finish_reason", finish_reason_json(update.finish)}});
+                  {"finish_reason", chat_finish_reason(update.finish, stream.called_tools)}});
   }
 
   std::vector<nlohmann::json> stream_end(const GenerationBatch& batch) const override {
@@ -69,6 +131,26 @@ class ChatFormat final : public GenerationFormat {
   }
 
  private:
+  struct ChoiceStream {
+    ChatOutputParser parser;
+    bool called_tools;
+  };
+
+  // An update without parsed text still says "content": "" (but the last, which only finishes).
+  static nlohmann::json delta_json(const ChatDelta& parsed, bool finishing) {
+    nlohmann::json delta = nlohmann::json::object();
+    if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
+    if (!parsed.content.empty() || (parsed.empty() && !finishing))
+      delta["content"] = parsed.content;
+    if (!parsed.tool_calls.empty()) {
+      delta["tool_calls"] = nlohmann::json::array();
+      for (const ToolCallDelta& call : parsed.tool_calls) {
+        delta["tool_calls"].push_back(tool_call_delta_json(call));
+      }
+    }
+    return delta;
+  }
+
   nlohmann::json logprobs_json(std::span<const GeneratedToken> tokens) const {
     return logprobs_ ? chat_logprobs_json(tokenizer_, tokens) : nlohmann::json(nullptr);
   }
@@ -84,6 +166,9 @@ class ChatFormat final : public GenerationFormat {
   bool include_usage_;
   bool logprobs_;
   const tokenizer::Tokenizer& tokenizer_;
+  ChatParsing parsing_;
+  // A stream's per-choice parsing state (a format serves one request, on its handler's thread).
+  mutable std::vector<ChoiceStream> streams_;
 };
 
 }  // namespace
@@ -92,13 +177,20 @@ void handle_chat_completions(ServerContext& context, const httplib::Request& req
                              httplib::Response& response) {
   const nlohmann::json body = parse_json_object(request.body);
   check_model(body, context);
-  const GenerationOptions options =
-      parse_openai_options(body, Api::Chat, context.tokenizer.vocab_size());
-  const std::vector<Prompt> prompts = {chat_prompt(body, context.tokenizer)};
+  GenerationOptions options = parse_openai_options(body, Api::Chat, context.tokenizer.vocab_size());
+  const OrderedBody ordered(request.body);
+  const std::optional<ToolRequest> tools = parse_tool_request(body, ordered, context.tokenizer);
+  if (grammar::GrammarPtr grammar = chat_output_grammar(tools, body, ordered, context.grammars)) {
+    options.make_constraint = context.grammars.constraints(std::move(grammar));
+  }
+  const std::vector<Prompt> prompts = {
+      chat_prompt(body, context.tokenizer, tools ? &tools->tools : nullptr)};
   const OpenAiResponseHeader header{new_request_id("chatcmpl-"), unix_time_now(),
                                     context.served_model_name()};
+  const ChatParsing parsing{context.options.reasoning_parser == "deepseek-r1",
+                            tools && tools->parses_calls()};
   run_openai_generation(context, request, response, prompts, options, kDefaultMaxTokens, header.id,
-                        std::make_shared<ChatFormat>(header, options, context.tokenizer));
+                        std::make_shared<ChatFormat>(header, options, context.tokenizer, parsing));
 }
 
 }  // namespace mlaserve::server

@@ -104,8 +104,12 @@ void handle_completions(ServerContext& context, const httplib::Request& request,
                         httplib::Response& response) {
   const nlohmann::json body = parse_json_object(request.body);
   check_model(body, context);
-  const GenerationOptions options =
+  GenerationOptions options =
       parse_openai_options(body, Api::Completions, context.tokenizer.vocab_size());
+  if (grammar::GrammarPtr grammar =
+          response_format_grammar(body, OrderedBody(request.body), context.grammars)) {
+    options.make_constraint = context.grammars.constraints(std::move(grammar));
+  }
   const std::vector<Prompt> prompts = completion_prompts(body, context.tokenizer);
   const OpenAiResponseHeader header{new_request_id("cmpl-"), unix_time_now(),
                                     context.served_model_name()};

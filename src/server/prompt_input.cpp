@@ -105,7 +105,8 @@ std::vector<Prompt> completion_prompts(const nlohmann::json& body,
   return prompts_of(*prompt, tokenizer, "prompt");
 }
 
-Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer) {
+Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer,
+                   const nlohmann::json* tools) {
   const nlohmann::json messages = normalized_messages(body);
   if (!tokenizer.has_chat_template()) {
     throw invalid_request("The model's tokenizer has no chat template; use /v1/completions",
@@ -113,7 +114,7 @@ Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& token
   }
   std::string rendered;
   try {
-    rendered = tokenizer.apply_chat_template(messages, /*add_generation_prompt=*/true);
+    rendered = tokenizer.apply_chat_template(messages, /*add_generation_prompt=*/true, tools);
     return {tokenizer.encode(rendered, /*add_special_tokens=*/false), std::nullopt};
   } catch (const Error& error) {
     throw invalid_request(fmt::format("'messages' cannot be rendered: {}", error.what()),

@@ -22,8 +22,10 @@ struct Prompt {
 // "prompt" of /v1/completions: a string, a list of strings, a list of ids or a list of id lists.
 std::vector<Prompt> completion_prompts(const nlohmann::json& body,
                                        const tokenizer::Tokenizer& tokenizer);
-// "messages" of /v1/chat/completions, rendered with the tokenizer's chat template.
-Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer);
+// "messages" of /v1/chat/completions, rendered with the tokenizer's chat template (and the
+// request's tools, when given).
+Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer,
+                   const nlohmann::json* tools = nullptr);
 
 // "text" (a string or list) or "input_ids" (a list or list of lists) of /generate.
 struct NativePrompts {

@@ -2,11 +2,16 @@
 
 #include <utility>
 
+#include "server/tool_calls.h"
+
 namespace mlaserve::server {
 
 ServerContext::ServerContext(ServerOptions options, sched::EngineHandle& engine,
                              const tokenizer::Tokenizer& tokenizer)
-    : options(std::move(options)), engine(engine), tokenizer(tokenizer) {}
+    : options(std::move(options)),
+      engine(engine),
+      tokenizer(tokenizer),
+      grammars(tokenizer, deepseek_v3::kMarkerTokens) {}
 
 std::string ServerContext::served_model_name() const {
   if (!options.model_name.empty()) return options.model_name;

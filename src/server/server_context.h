@@ -9,6 +9,7 @@
 #include "server/metrics.h"
 #include "server/request_registry.h"
 #include "server/server_options.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mlaserve::server {
@@ -27,6 +28,7 @@ struct ServerContext {
   const tokenizer::Tokenizer& tokenizer;
   Metrics metrics;
   RequestRegistry registry;
+  CompiledGrammars grammars;          // structured output's compiled grammars
   std::atomic<bool> stopping{false};  // set by stop(): waiting handlers give up
   std::atomic<int> open_streams{0};   // streaming responses not yet ended
   const std::chrono::system_clock::time_point started = std::chrono::system_clock::now();

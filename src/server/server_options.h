@@ -16,6 +16,8 @@ struct ServerOptions {
   std::string model_path;
   std::string tokenizer_path;
   bool cors = false;  // send Access-Control-* headers for browser clients
+  // "deepseek-r1": chat answers return the text before "</think>" as reasoning_content.
+  std::string reasoning_parser;
 };
 
 }  // namespace mlaserve::server

@@ -107,7 +107,8 @@ bool Tokenizer::has_chat_template() const {
 }
 
 std::string Tokenizer::apply_chat_template(const nlohmann::json& messages,
-                                           bool add_generation_prompt) const {
+                                           bool add_generation_prompt,
+                                           const nlohmann::json* tools) const {
   const ChatTemplateSetup& chat = state_->chat;
   if (!chat.unusable_reason.empty()) fail("cannot use the chat template: {}", chat.unusable_reason);
   if (!chat.chat_template) fail("the tokenizer has no chat template");
@@ -116,7 +117,12 @@ std::string Tokenizer::apply_chat_template(const nlohmann::json& messages,
   nlohmann::json variables = chat.special_token_variables;
   variables["messages"] = messages;
   variables["add_generation_prompt"] = add_generation_prompt;
+  if (tools) variables["tools"] = *tools;
   return chat.chat_template->render(variables);
+}
+
+const std::string& Tokenizer::chat_template_source() const {
+  return state_->chat.source;
 }
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)

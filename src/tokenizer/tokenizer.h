@@ -49,8 +49,11 @@ class Tokenizer {
   bool has_chat_template() const;
   // Renders the chat template for `messages` (a JSON array of {role, content, ...}) with the
   // variables HF passes: messages, add_generation_prompt, bos_token, eos_token, pad_token,
-  // unk_token.
-  std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt) const;
+  // unk_token, and `tools` (OpenAI function definitions) when given.
+  std::string apply_chat_template(const nlohmann::json& messages, bool add_generation_prompt,
+                                  const nlohmann::json* tools = nullptr) const;
+  // The chat template's text ("" without one), e.g. to tell which tool-call syntax it renders.
+  const std::string& chat_template_source() const;
 
  private:
   explicit Tokenizer(std::shared_ptr<const TokenizerState> state);

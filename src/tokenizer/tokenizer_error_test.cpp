@@ -183,5 +183,21 @@ TEST(TokenizerErrors, ChatTemplateMissingOrUnsupported) {
   }
 }
 
+// Not an error case, but it needs a template of its own: a request's tools reach the template as
+// the variable `tools`, and the template's text is there to inspect.
+TEST(TokenizerChat, ToolsReachTheTemplate) {
+  const TinyTokenizerDir dir;
+  const std::string source =
+      "{% for tool in tools %}[{{ tool['function']['name'] }}]{% endfor %}"
+      "{{ messages[0]['content'] }}";
+  const Tokenizer tok = dir.load(tiny_tokenizer_json(), {{"chat_template", source}});
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "a"}}}},
+                                  {{"type", "function"}, {"function", {{"name", "b"}}}}});
+  EXPECT_EQ(tok.apply_chat_template(messages, false, &tools), "[a][b]hi");
+  EXPECT_EQ(tok.chat_template_source(), source);
+  EXPECT_EQ(dir.load(tiny_tokenizer_json()).chat_template_source(), "");
+}
+
 }  // namespace
 }  // namespace mlaserve::tokenizer

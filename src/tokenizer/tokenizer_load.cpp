@@ -129,6 +129,7 @@ ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
   }
   const std::optional<std::string> source = read_template_source(config, dir);
   if (!source) return setup;
+  setup.source = *source;
   // A template this interpreter cannot parse must not stop encode/decode from working, so the
   // error is kept and raised when the template is used.
   try {

@@ -23,6 +23,7 @@ struct SpecialTokenIds {
 struct ChatTemplateSetup {
   std::optional<ChatTemplate> chat_template;
   std::string unusable_reason;  // set when tokenizer_config has a template that does not parse
+  std::string source;           // the template's text, as configured
   nlohmann::json special_token_variables = nlohmann::json::object();
 };
 

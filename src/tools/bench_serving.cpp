@@ -22,6 +22,7 @@ struct BenchServingFlags {
   bool disable_ignore_eos = false;
   bool disable_stream = false;
   bool no_progress = false;
+  std::string extra_request_body;
 };
 
 double parse_request_rate(const std::string& text) {
@@ -107,6 +108,10 @@ void add_traffic_flags(CLI::App& cmd, BenchServingFlags& f) {
   cmd.add_flag("--disable-stream", f.disable_stream,
                "Ask for whole responses instead of streams; TTFT then equals the latency and "
                "there is no ITL");
+  cmd.add_option(
+      "--extra-request-body", f.extra_request_body,
+      "A JSON object merged into every request body (as a JSON merge patch), e.g. "
+      "'{\"response_format\": {\"type\": \"json_object\"}}' to measure structured output");
   cmd.add_flag("--disable-progress", f.no_progress,
                "No progress bar (it is drawn on stderr only when stderr is a terminal)");
 }
@@ -118,6 +123,12 @@ void run_bench_serving(BenchServingFlags& f) {
   o.ignore_eos = !f.disable_ignore_eos;
   o.stream = !f.disable_stream;
   o.progress = !f.no_progress;
+  if (!f.extra_request_body.empty()) {
+    o.extra_request_body = nlohmann::json::parse(f.extra_request_body, nullptr, false);
+    if (!o.extra_request_body.is_object()) {
+      fail("--extra-request-body must be a JSON object, got: {}", f.extra_request_body);
+    }
+  }
   const bench_serving::BenchmarkRun run = bench_serving::run_benchmark(o, stdout);
   std::fputs(bench_serving::format_table(run.options, run.metrics).c_str(), stdout);
   std::fflush(stdout);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "model/footprint.h"
 #include "parallel/layout_planner.h"
 #include "tools/commands.h"
@@ -21,6 +22,7 @@ struct PlanOptions {
   parallel::Machines machines;
   double mem_per_host_gib = 0, mem_bandwidth_gbs = 100, network_gbits = 25;
   parallel::Workload workload;
+  std::string speculative_algorithm;
   int top = 10;
   bool json = false;
 };
@@ -35,6 +37,7 @@ std::string serve_command(const PlanOptions& o, const parallel::LayoutPlan& p) {
   if (o.model.dtype != "bfloat16") cmd += " --dtype " + o.model.dtype;
   if (o.model.quantization != "auto") cmd += " --quantization " + o.model.quantization;
   if (o.model.kv_cache_dtype != "auto") cmd += " --kv-cache-dtype " + o.model.kv_cache_dtype;
+  if (o.workload.speculative) cmd += " --speculative-algorithm " + o.speculative_algorithm;
   cmd += fmt::format(" --kv-cache-memory {}", p.kv_bytes_per_rank >> 20);
   if (o.machines.hosts == 1) return cmd;
   return fmt::format("mpirun -np {} --hostfile HOSTFILE --map-by ppr:{}:node {}",
@@ -107,6 +110,13 @@ void run(PlanOptions& o) {
   o.machines.mem_bandwidth = o.mem_bandwidth_gbs * 1e9;
   o.machines.network_bandwidth = o.network_gbits * 1e9 / 8;
   const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
+  o.workload.speculative = !o.speculative_algorithm.empty();
+  if (o.workload.speculative && cfg.num_nextn_predict_layers == 0) {
+    fail(
+        "--speculative-algorithm {}: {} has no multi-token-prediction layer "
+        "(num_nextn_predict_layers is 0)",
+        o.speculative_algorithm, o.model.model_dir);
+  }
   const model::WeightFormat format =
       model::resolve_weight_format(o.model.weight_format(), cfg.fp8_block_quantized);
   const std::vector<parallel::LayoutPlan> plans =
@@ -164,6 +174,10 @@ void add_plan(CLI::App& app) {
                   "Requests decoding at once over the whole job")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--speculative-algorithm", o->speculative_algorithm,
+                  "NEXTN: plan for serve's speculative decoding, which also loads the model's "
+                  "multi-token-prediction layer (its weights, and one more latent KV layer)")
+      ->check(CLI::IsMember({"NEXTN", "EAGLE"}));
   cmd->add_option("--top", o->top, "Layouts shown, best first (text output)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

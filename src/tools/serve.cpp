@@ -117,6 +117,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.context_length = cfg.max_position_embeddings;
   e.spec_steps = spec_steps;
   e.eos_token_ids = cfg.eos_token_ids;
+  e.vocab_size = cfg.vocab_size;
   // Well inside the followers' deadline for the next plan.
   e.keepalive_seconds = o.parallel.collective_timeout_s / 3;
   e.layout = {{"tp", o.parallel.layout.tp},
@@ -206,6 +207,11 @@ void add_serve(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--enable-cors", o->http.cors, "Send CORS headers (off by default)");
+  cmd->add_option("--reasoning-parser", o->http.reasoning_parser,
+                  "deepseek-r1: a chat answer's text before '</think>' (all of it if the model "
+                  "never closes its thinking) is returned as message.reasoning_content "
+                  "(delta.reasoning_content when streaming), the rest as content")
+      ->check(CLI::IsMember({"deepseek-r1"}));
   cmd->add_option("--kv-cache-memory", o->kv_cache_mib,
                   "Latent KV cache per rank, in MiB (sets max_total_num_tokens)")
       ->check(CLI::PositiveNumber)
@@ -254,7 +260,7 @@ void add_serve(CLI::App& app) {
                   "layer as the draft model (DeepSeek-V3; EAGLE is accepted as a synonym). Each "
                   "step drafts --speculative-num-steps tokens and the model verifies them in one "
                   "pass: greedy output is identical, sampled output has the same distribution; "
-                  "requests with penalties or logprobs decode one token per step")
+                  "requests with penalties, logprobs or structured output decode one token per step")
       ->check(CLI::IsMember({"NEXTN", "EAGLE"}));
   cmd->add_option("--speculative-num-steps", o->speculative_num_steps,
                   "Draft tokens per step (default 1 with --speculative-algorithm)")
