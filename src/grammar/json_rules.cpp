@@ -23,8 +23,7 @@ ByteSet hex_digits() {
 }  // namespace
 
 JsonRules::Rule JsonRules::whitespace() {
-  if (!whitespace_)
-    whitespace_ = rules_.repeat(rules_.bytes(bytes_of(" ")), 0, kMaxWhitespace);
+  if (!whitespace_) whitespace_ = rules_.repeat(rules_.bytes(bytes_of(" ")), 0, kMaxWhitespace);
   return *whitespace_;
 }
 

@@ -1,12 +1,15 @@
 // Seeded random schemas over the supported JSON-schema subset (nested objects and arrays, enums
 // with shared prefixes, const, anyOf, type lists, $defs with a recursive $ref), and random
-// documents valid for them, written with random whitespace and escapes.
+// documents valid for them, written with random whitespace (as much as the grammars allow) and
+// escapes.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "grammar/json_rules.h"
 
 namespace mlaserve::grammar::testing {
 
@@ -120,12 +123,9 @@ class RandomDocuments {
     return list[static_cast<size_t>(pick(static_cast<int>(list.size())))];
   }
 
+  // What JSON grammars allow between tokens (json_rules.h): up to kMaxWhitespace spaces.
   std::string whitespace() {
-    static const std::string kSpace = " \n\t\r";
-    const int n = pick(8) == 0 ? pick(21) : pick(3) == 0 ? 1 : 0;
-    std::string out;
-    for (int i = 0; i < n; ++i) out += kSpace[static_cast<size_t>(pick(4))];
-    return out;
+    return std::string(static_cast<size_t>(pick(kMaxWhitespace + 1)), ' ');
   }
 
   // A free string, with \u escapes for everything outside ASCII (surrogate pairs too) when
@@ -211,7 +211,9 @@ class RandomDocuments {
     bool first = true;
     const Json properties = schema.value("properties", Json::object());
     for (const auto& [name, property] : properties.items()) {
-      const bool is_required = std::find(required.begin(), required.end(), name) != required.end();
+      const bool is_required = std::any_of(required.begin(), required.end(), [&](const Json& r) {
+        return r.get<std::string>() == name;
+      });
       if (!is_required && (depth > 4 || coin())) continue;
       if (!first) out += join({",", whitespace()});
       first = false;
