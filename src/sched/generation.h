@@ -19,7 +19,8 @@ namespace mlaserve::sched {
 // Structured output: which tokens a request may generate next (a grammar over the output text).
 // The engine asks before each sample and reports every generated token; it alone owns the
 // end-of-sequence ids (EOS, stop_token_ids), which it allows when can_end(). Used only by the
-// engine's thread.
+// engine's thread. fill_allowed and accept may throw mlaserve::Error (e.g. a grammar too
+// ambiguous at this point): the request then ends with that error.
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <random>
 
+#include "core/error.h"
+
 namespace mlaserve::sched {
 
 namespace {
@@ -230,7 +232,14 @@ bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, i
   r.generated.push_back(token);
   tokens_generated_ += 1;
   TokenConstraint* constraint = r.request.constraint.get();
-  if (constraint) constraint->accept(token);
+  if (constraint) {
+    try {
+      constraint->accept(token);
+    } catch (const Error& error) {
+      finish(r, FinishReason::Error, std::string("structured output: ") + error.what());
+      return false;
+    }
+  }
   TokenEvent e;
   e.token = token;
   e.logprob = res.logprob;
@@ -266,20 +275,30 @@ void ServingEngine::add_token_masks(runtime::StepPlan& plan) {
   const auto started = std::chrono::steady_clock::now();
   const size_t words = static_cast<size_t>((options_.vocab_size + 63) / 64);
   bool any = false;
-  for (runtime::GroupPlan& group : plan.groups) {
-    for (runtime::PlannedSequence& s : group.seqs) {
-      const ActiveRequest& r = *active_.at(s.id);
-      TokenConstraint* constraint = r.request.constraint.get();
-      if (!s.sample || !constraint) continue;
-      any = true;
-      s.allowed_tokens.assign(words, 0);
+  std::vector<std::pair<uint64_t, std::string>> failed;
+  // A constraint that fails takes its sequence out of the step; the request ends with the error.
+  const auto masked_or_failed = [&](runtime::PlannedSequence& s) {
+    const ActiveRequest& r = *active_.at(s.id);
+    TokenConstraint* constraint = r.request.constraint.get();
+    if (!s.sample || !constraint) return false;
+    any = true;
+    s.allowed_tokens.assign(words, 0);
+    try {
       constraint->fill_allowed(s.allowed_tokens);
-      // A byte-level vocabulary spells every next byte, so a grammar that may go on always
-      // allows a token; were none allowed, ending is the only way out.
-      const bool none = std::all_of(s.allowed_tokens.begin(), s.allowed_tokens.end(),
-                                    [](uint64_t word) { return word == 0; });
-      if (constraint->can_end() || none) allow_end_tokens(r.request, s.allowed_tokens);
+    } catch (const Error& error) {
+      failed.emplace_back(s.id, error.what());
+      return true;
     }
+    // A byte-level vocabulary spells every next byte, so a grammar that may go on always
+    // allows a token; were none allowed, ending is the only way out.
+    const bool none = std::all_of(s.allowed_tokens.begin(), s.allowed_tokens.end(),
+                                  [](uint64_t word) { return word == 0; });
+    if (constraint->can_end() || none) allow_end_tokens(r.request, s.allowed_tokens);
+    return false;
+  };
+  for (runtime::GroupPlan& group : plan.groups) std::erase_if(group.seqs, masked_or_failed);
+  for (const auto& [id, error] : failed) {
+    finish(*active_.at(id), FinishReason::Error, "structured output: " + error);
   }
   if (any) {
     mask_seconds_ +=

@@ -166,6 +166,13 @@ TEST_F(StructuredOutputTest, BadSpecsAreBadRequests) {
   expect_bad_request(
       "/v1/chat/completions",
       {{"messages", kUser}, {"tools", {bad_parameters}}, {"tool_choice", "required"}}, "format");
+  nlohmann::json ambiguous = {{"anyOf", nlohmann::json::array()}};
+  for (int i = 0; i < 2100; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ambiguous["anyOf"].push_back(
+        {{"type", "object"}, {"properties", {{key, {{"type", "integer"}}}}}, {"required", {key}}});
+  }
+  expect_bad_request("/v1/chat/completions", format(ambiguous), "too ambiguous");
   EXPECT_TRUE(engine().submitted().empty());  // nothing reached the engine
 }
 
