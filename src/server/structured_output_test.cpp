@@ -3,6 +3,8 @@
 // parsed into reasoning_content and tool_calls (whole and streamed), and every bad spec is a 400.
 #include <gmock/gmock.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include "server/api_error.h"
@@ -168,7 +170,7 @@ TEST_F(StructuredOutputTest, BadSpecsAreBadRequests) {
       {{"messages", kUser}, {"tools", {bad_parameters}}, {"tool_choice", "required"}}, "format");
   nlohmann::json ambiguous = {{"anyOf", nlohmann::json::array()}};
   for (int i = 0; i < 2100; ++i) {
-    const std::string key = "k" + std::to_string(i);
+    const std::string key = fmt::format("k{}", i);
     ambiguous["anyOf"].push_back(
         {{"type", "object"}, {"properties", {{key, {{"type", "integer"}}}}}, {"required", {key}}});
   }
