@@ -255,12 +255,13 @@ void add_serve(CLI::App& app) {
                   "minimum_tokens (fewest outstanding tokens) or round_robin")
       ->check(CLI::IsMember({"round_robin", "minimum_tokens", "cache_aware"}))
       ->capture_default_str();
-  cmd->add_option("--speculative-algorithm", o->speculative_algorithm,
-                  "NEXTN: speculative decoding with the checkpoint's own multi-token-prediction "
-                  "layer as the draft model (DeepSeek-V3; EAGLE is accepted as a synonym). Each "
-                  "step drafts --speculative-num-steps tokens and the model verifies them in one "
-                  "pass: greedy output is identical, sampled output has the same distribution; "
-                  "requests with penalties, logprobs or structured output decode one token per step")
+  cmd->add_option(
+         "--speculative-algorithm", o->speculative_algorithm,
+         "NEXTN: speculative decoding with the checkpoint's own multi-token-prediction "
+         "layer as the draft model (DeepSeek-V3; EAGLE is accepted as a synonym). Each "
+         "step drafts --speculative-num-steps tokens and the model verifies them in one "
+         "pass: greedy output is identical, sampled output has the same distribution; "
+         "requests with penalties, logprobs or structured output decode one token per step")
       ->check(CLI::IsMember({"NEXTN", "EAGLE"}));
   cmd->add_option("--speculative-num-steps", o->speculative_num_steps,
                   "Draft tokens per step (default 1 with --speculative-algorithm)")
