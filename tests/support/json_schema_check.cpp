@@ -1,7 +1,5 @@
 #include "support/json_schema_check.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -9,142 +7,139 @@ namespace mlaserve::testing {
 
 namespace {
 
-using nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 class Validator {
  public:
-  explicit Validator(const json& root) : root_(root) {}
+  Validator(const Json& root, SchemaReading reading) : root_(root), reading_(reading) {}
 
-  std::string check(const json& schema, const json& value, const std::string& at) const {
+  std::string check(const Json& value, const Json& schema, const std::string& at) const {
     if (schema.is_boolean()) return schema.get<bool>() ? "" : at + ": the schema is false";
-    if (schema.contains("$ref")) return check(resolve(schema["$ref"]), value, at);
-    for (const std::string& error :
-         {check_type(schema, value, at), check_values(schema, value, at),
-          check_alternatives(schema, value, at), check_object(schema, value, at),
-          check_array(schema, value, at), check_string(schema, value, at)}) {
-      if (!error.empty()) return error;
+    if (schema.contains("$ref")) {
+      const std::string ref = schema["$ref"].get<std::string>();
+      return check(value, root_.at(Json::json_pointer(ref.substr(1))), at);
     }
-    return "";
+    for (const char* keyword : {"anyOf", "oneOf"}) {
+      if (!schema.contains(keyword)) continue;
+      for (const Json& branch : schema[keyword]) {
+        if (check(value, branch, at).empty()) return "";
+      }
+      return at + ": no branch of " + keyword + " matches " + value.dump();
+    }
+    if (schema.contains("const") && value != schema["const"]) return at + ": not the const";
+    if (schema.contains("enum")) {
+      const Json& values = schema["enum"];
+      if (std::find(values.begin(), values.end(), value) == values.end()) {
+        return at + ": " + value.dump() + " is not in the enum";
+      }
+    }
+    if (!schema.contains("type")) return check_typed(value, schema, implied_type(schema), at);
+    const Json types = schema["type"].is_array() ? schema["type"] : Json::array({schema["type"]});
+    std::string why = at + ": no type of " + schema["type"].dump() + " fits " + value.dump();
+    for (const Json& type : types) {
+      const std::string reason = check_typed(value, schema, type.get<std::string>(), at);
+      if (reason.empty()) return "";
+      why += "; " + reason;
+    }
+    return why;
   }
 
  private:
-  const json& resolve(const std::string& ref) const {
-    if (ref == "#") return root_;
-    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
-      const std::string p = prefix;
-      if (ref.rfind(p, 0) == 0) return root_.at(p.substr(2, p.size() - 3)).at(ref.substr(p.size()));
-    }
-    throw std::runtime_error("unsupported $ref " + ref);
+  static std::string implied_type(const Json& schema) {
+    if (schema.contains("properties") || schema.contains("required") ||
+        schema.contains("additionalProperties"))
+      return "object";
+    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems"))
+      return "array";
+    if (schema.contains("minLength") || schema.contains("maxLength")) return "string";
+    return "any";
   }
 
-  static bool has_type(const json& value, const std::string& type) {
-    if (type == "object") return value.is_object();
-    if (type == "array") return value.is_array();
-    if (type == "string") return value.is_string();
-    // JSON Schema's integer is any number without a fraction: 21110583642894020035 is one,
-    // though past uint64 the parser holds it as a double.
+  // Every byte that does not continue a UTF-8 sequence starts a code point.
+  static size_t code_points(const std::string& utf8) {
+    return static_cast<size_t>(std::count_if(
+        utf8.begin(), utf8.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; }));
+  }
+
+  static bool within(size_t n, const Json& schema, const char* min, const char* max) {
+    return n >= schema.value(min, size_t{0}) &&
+           (!schema.contains(max) || n <= schema[max].get<size_t>());
+  }
+
+  std::string check_typed(const Json& value, const Json& schema, const std::string& type,
+                          const std::string& at) const {
+    if (type == "any") return "";
+    if (type == "null") return value.is_null() ? "" : at + ": not null";
+    if (type == "boolean") return value.is_boolean() ? "" : at + ": not a boolean";
+    if (type == "number") return value.is_number() ? "" : at + ": not a number";
     if (type == "integer") {
-      return value.is_number_integer() ||
-             (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
+      // JSON Schema's integer is any number without a fraction: 21110583642894020035 is one,
+      // though past uint64 the parser holds it as a double.
+      const bool integral =
+          value.is_number_integer() ||
+          (value.is_number_float() && value.get<double>() == std::floor(value.get<double>()));
+      return integral ? "" : at + ": not an integer";
     }
-    if (type == "number") return value.is_number();
-    if (type == "boolean") return value.is_boolean();
-    if (type == "null") return value.is_null();
-    return false;
+    if (type == "string") {
+      if (!value.is_string()) return at + ": not a string";
+      return within(code_points(value.get<std::string>()), schema, "minLength", "maxLength")
+                 ? ""
+                 : at + ": string length out of bounds";
+    }
+    if (type == "array") return check_array(value, schema, at);
+    return check_object(value, schema, at);
   }
 
-  static std::string check_type(const json& schema, const json& value, const std::string& at) {
-    if (!schema.contains("type")) return "";
-    const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
-    for (const json& type : types) {
-      if (has_type(value, type.get<std::string>())) return "";
+  std::string check_array(const Json& value, const Json& schema, const std::string& at) const {
+    if (!value.is_array()) return at + ": not an array";
+    if (!within(value.size(), schema, "minItems", "maxItems")) {
+      return at + ": item count out of bounds";
     }
-    return fmt::format("{}: {} is not of type {}", at, value.dump(), schema["type"].dump());
-  }
-
-  static std::string check_values(const json& schema, const json& value, const std::string& at) {
-    if (schema.contains("const") && schema["const"] != value) {
-      return fmt::format("{}: {} is not the const {}", at, value.dump(), schema["const"].dump());
-    }
-    if (schema.contains("enum")) {
-      const json& options = schema["enum"];
-      if (std::find(options.begin(), options.end(), value) == options.end()) {
-        return fmt::format("{}: {} is not in the enum {}", at, value.dump(), options.dump());
-      }
-    }
-    return "";
-  }
-
-  std::string check_alternatives(const json& schema, const json& value,
-                                 const std::string& at) const {
-    for (const char* key : {"anyOf", "oneOf"}) {
-      if (!schema.contains(key)) continue;
-      const json& options = schema[key];
-      if (std::none_of(options.begin(), options.end(),
-                       [&](const json& option) { return check(option, value, at).empty(); })) {
-        return fmt::format("{}: {} matches none of {}", at, value.dump(), key);
-      }
-    }
-    return "";
-  }
-
-  std::string check_object(const json& schema, const json& value, const std::string& at) const {
-    if (!value.is_object()) return "";
-    const json properties = schema.value("properties", json::object());
-    for (const json& name : schema.value("required", json::array())) {
-      if (!value.contains(name.get<std::string>())) {
-        return fmt::format("{}: required property {} is missing", at, name.dump());
-      }
-    }
-    const json extra = schema.value("additionalProperties", json(true));
-    for (const auto& [name, item] : value.items()) {
-      const std::string where = at + "/" + name;
-      if (properties.contains(name)) {
-        if (std::string error = check(properties[name], item, where); !error.empty()) return error;
-      } else if (extra.is_boolean() && !extra.get<bool>()) {
-        return fmt::format("{}: property not allowed", where);
-      } else if (extra.is_object()) {
-        if (std::string error = check(extra, item, where); !error.empty()) return error;
-      }
-    }
-    return "";
-  }
-
-  std::string check_array(const json& schema, const json& value, const std::string& at) const {
-    if (!value.is_array()) return "";
-    if (value.size() < schema.value("minItems", size_t{0}) ||
-        value.size() > schema.value("maxItems", SIZE_MAX)) {
-      return fmt::format("{}: {} items is outside [minItems, maxItems]", at, value.size());
-    }
-    if (!schema.contains("items")) return "";
     for (size_t i = 0; i < value.size(); ++i) {
-      if (std::string error = check(schema["items"], value[i], fmt::format("{}/{}", at, i));
-          !error.empty()) {
-        return error;
-      }
+      const std::string why =
+          check(value[i], schema.value("items", Json(true)), at + "/" + std::to_string(i));
+      if (!why.empty()) return why;
     }
     return "";
   }
 
-  static std::string check_string(const json& schema, const json& value, const std::string& at) {
-    if (!value.is_string()) return "";
-    const std::string& text = value.get_ref<const std::string&>();
-    // Code points: every byte that does not continue a UTF-8 sequence starts one.
-    const auto length = static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    }));
-    if (length < schema.value("minLength", size_t{0}) ||
-        length > schema.value("maxLength", SIZE_MAX)) {
-      return fmt::format("{}: length {} is outside [minLength, maxLength]", at, length);
+  std::string check_object(const Json& value, const Json& schema, const std::string& at) const {
+    if (!value.is_object()) return at + ": not an object";
+    for (const Json& name : schema.value("required", Json::array())) {
+      if (!value.contains(name.get<std::string>())) return at + ": missing " + name.dump();
+    }
+    const Json properties = schema.value("properties", Json::object());
+    if (reading_ == SchemaReading::Generated && !properties.empty()) {
+      return check_listed_in_order(value, properties, at);
+    }
+    const Json additional = schema.value("additionalProperties", Json(true));
+    for (const auto& [key, member] : value.items()) {
+      const Json& member_schema = properties.contains(key) ? properties[key] : additional;
+      const std::string why = check(member, member_schema, at + "/" + key);
+      if (!why.empty()) return why;
     }
     return "";
   }
 
-  const json& root_;
+  // The listed properties only, in the schema's order.
+  std::string check_listed_in_order(const Json& value, const Json& properties,
+                                    const std::string& at) const {
+    auto expected = properties.begin();
+    for (const auto& [key, member] : value.items()) {
+      while (expected != properties.end() && expected.key() != key) ++expected;
+      if (expected == properties.end()) return at + "/" + key + ": unknown or out of order";
+      const std::string why = check(member, expected.value(), at + "/" + key);
+      if (!why.empty()) return why;
+    }
+    return "";
+  }
+
+  const Json& root_;
+  SchemaReading reading_;
 };
 
 // Records where parsing failed; every other event is accepted.
-struct FirstError : nlohmann::json_sax<json> {
+struct FirstError : nlohmann::json_sax<nlohmann::json> {
   size_t position = SIZE_MAX;
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
@@ -167,16 +162,17 @@ struct FirstError : nlohmann::json_sax<json> {
 
 }  // namespace
 
+std::string json_schema_violation(const nlohmann::ordered_json& schema,
+                                  const nlohmann::ordered_json& document, SchemaReading reading) {
+  return Validator(schema, reading).check(document, schema, "");
+}
+
 bool is_json_prefix(const std::string& text) {
   FirstError sax;
-  json::sax_parse(text, &sax);
+  nlohmann::json::sax_parse(text, &sax);
   // A prefix fails only for want of more input: nlohmann reports that error one past the end (a
   // wrong byte is reported at its own position, counted from 1).
   return sax.position == SIZE_MAX || sax.position > text.size();
-}
-
-std::string json_schema_violation(const nlohmann::json& schema, const nlohmann::json& document) {
-  return Validator(schema).check(schema, document, "");
 }
 
 }  // namespace mlaserve::testing

@@ -1,7 +1,7 @@
 // A plain JSON-schema validator for the subset structured output supports (type, properties,
-// required, additionalProperties, items, minItems/maxItems, minLength/maxLength, enum, const,
-// anyOf/oneOf, $defs/definitions with $ref), written for tests: it checks a document the way the
-// schema reads, independently of the grammar engine that generated it.
+// required, additionalProperties, items, minItems/maxItems, minLength/maxLength in code points,
+// enum, const, anyOf/oneOf, $ref to any "#/..." pointer), written for tests: it checks a document
+// the way the schema reads, independently of the grammar engine that generated it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,9 +9,16 @@
 
 namespace mlaserve::testing {
 
-// "" when `document` satisfies `schema`, else where and why it does not ("/tags/2: not an
-// integer"). Keywords outside the subset are ignored.
-std::string json_schema_violation(const nlohmann::json& schema, const nlohmann::json& document);
+// How object schemas with "properties" are read. Standard: JSON Schema's way (any order; other
+// keys allowed unless additionalProperties says no). Generated: as the grammar generates them
+// (src/grammar/json_schema.h): only the listed properties, in the schema's order.
+enum class SchemaReading { Standard, Generated };
+
+// "" when `document` satisfies `schema`, else where and why not ("/tags/2: not an integer").
+// ordered_json keeps the documents' and schemas' key order, which Generated checks.
+std::string json_schema_violation(const nlohmann::ordered_json& schema,
+                                  const nlohmann::ordered_json& document,
+                                  SchemaReading reading = SchemaReading::Standard);
 
 // Whether `text` can be continued into valid JSON: nlohmann's parser reads it without an error
 // before its end (an answer cut short by max_tokens is such a prefix).
