@@ -16,10 +16,20 @@
 #   SOAK_KV_TOKENS    --max-total-tokens, each DP group's KV pool (default 3072)
 #   SOAK_INPUT_LEN    longest prompt (default 400; the shortest is 1/16 of it)
 #   SOAK_OUTPUT_LEN   longest output (default 128; the shortest is 1/16 of it)
-#   SOAK_CHECK        completed requests re-run alone, spread evenly (default 200; "all": every one)
+#   SOAK_WARMUP       requests of the warm-up run (default REQUESTS, see below)
+#   SOAK_CHECK        completed requests re-run alone, spread evenly (default "all": every one)
 #   SOAK_SEED         bench-serving's seed (default 1)
 #   SOAK_OUT          folder for the server log, bench-serving's output and details, summary.json
 #                     (default: a new temporary folder, printed)
+#
+# The warm-up is a run like the measured one (other prompts, same faults), so that what fills up
+# once and then stays is in the RSS it is compared with, while anything kept per request grows the
+# measured run's RSS as much as it grew the warm-up's. The largest such high-water mark is the
+# forward's workspace, which grows with the largest step so far (heaptrack: a few allocations in
+# DeepseekModel::forward, ~10 MiB at brown-tiny's size); with the step-time budget on, the prompt
+# tokens per step follow the measured step time, so a larger step can first come at any time and
+# RSS rises by steps of megabytes. The soak therefore fixes the step's prompt tokens
+# (--max-step-time-ms 0, --chunked-prefill-size 1024: 512 per group), which the warm-up reaches.
 #
 # Greedy outputs must equal the alone outputs, so the server runs with
 # --enable-deterministic-inference: with it a token's result has the same bits whatever shares its
@@ -37,7 +47,8 @@ LAYOUT=${SOAK_LAYOUT:---tp 4 --dp 2 --enable-dp-attention}
 KV_TOKENS=${SOAK_KV_TOKENS:-3072}
 INPUT_LEN=${SOAK_INPUT_LEN:-400}
 OUTPUT_LEN=${SOAK_OUTPUT_LEN:-128}
-CHECK=${SOAK_CHECK:-200}
+WARMUP=${SOAK_WARMUP:-$REQUESTS}
+CHECK=${SOAK_CHECK:-all}
 SEED=${SOAK_SEED:-1}
 OUT=${SOAK_OUT:-$(mktemp -d /tmp/mlaserve-soak.XXXXXX)}
 mkdir -p "$OUT"
@@ -73,7 +84,8 @@ trap 'exit 130' INT TERM
 # thread, so the server gets a few threads more than the client's concurrency.
 # shellcheck disable=SC2086  # LAYOUT is a word list
 setsid "$BIN" serve --model models/brown-tiny --port 0 --enable-deterministic-inference \
-  --max-total-tokens "$KV_TOKENS" --http-threads $((CONCURRENCY + 16)) $LAYOUT \
+  --max-total-tokens "$KV_TOKENS" --max-step-time-ms 0 --chunked-prefill-size 1024 \
+  --http-threads $((CONCURRENCY + 16)) $LAYOUT \
   >"$OUT/server.log" 2>&1 &
 server=$!
 port=""
@@ -95,8 +107,9 @@ settle_and_flush() {
     [ "$(info | jq '.engine.running_requests + .engine.waiting_requests')" = 0 ] && break
     sleep 0.1
   done
+  # -d "": a POST without Content-Length makes the server read a body until it times out.
   for _ in $(seq 50); do
-    curl -sf -X POST "$URL/flush_cache" >/dev/null && return 0
+    curl -sf -X POST -d "" "$URL/flush_cache" >/dev/null && return 0
     sleep 0.2
   done
   return 1
@@ -134,9 +147,8 @@ check() { # check CONDITION-COMMAND... -- MESSAGE
 
 rank0=$(info | jq -r .pid)
 echo "soak: serve $LAYOUT on 127.0.0.1:$port, rank 0 pid $rank0, output in $OUT"
-warm_requests=$((CONCURRENCY * 2))
-echo "soak: warm-up, $warm_requests requests at concurrency $CONCURRENCY"
-bench "$warm_requests" $((SEED + 1000)) warmup || die "the warm-up run failed: $(tail -3 "$OUT/warmup.txt")"
+echo "soak: warm-up, $WARMUP requests at concurrency $CONCURRENCY"
+bench "$WARMUP" $((SEED + 1000)) warmup || die "the warm-up run failed: $(tail -3 "$OUT/warmup.txt")"
 settle_and_flush || die "/flush_cache after the warm-up kept failing"
 idle_counts=$(pool_counts)
 rss_before=$(rss_kib)

@@ -237,7 +237,7 @@ TEST(EndToEnd, SlowRequestsTimeOut) {
 }
 
 // A mix of streamed and whole requests against a slow fake server (one token per chunk, each
-// request 0.93 s: an abort, at most 0.5 s after its first token, lands before the end), some
+// request 0.93 s: an abort, at most 0.1 s after its first token, lands before the end), some
 // closed mid-stream and some aborted: each ends as planned, counted apart from the failures, and
 // the details file has every request with its outcome.
 TEST(EndToEnd, DisconnectsAndAbortsAreCountedApart) {

@@ -21,9 +21,9 @@ struct MixOptions {
   double abort_fraction = 0.0;       // of the requests that do not disconnect
 };
 
-// Aborts wait up to this long after their trigger: a short delay, so that most land while the
-// request is queued or generating.
-inline constexpr double kMaxAbortDelayS = 0.5;
+// Aborts wait up to this long after their trigger (the first token, or the send): short, so that
+// most land while the request generates even on a fast server.
+inline constexpr double kMaxAbortDelayS = 0.1;
 
 struct RequestPlan {
   bool stream = true;

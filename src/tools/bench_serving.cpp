@@ -140,7 +140,7 @@ void add_fault_flags(CLI::App& cmd, BenchServingFlags& f) {
       ->capture_default_str();
   cmd.add_option("--abort-fraction", mix.abort_fraction,
                  "This fraction of the other requests (chosen with --seed) is sent with a rid "
-                 "and aborted by POST /abort_request from another connection, 0 to 0.5 s (drawn "
+                 "and aborted by POST /abort_request from another connection, 0 to 0.1 s (drawn "
                  "with --seed) after its first token, or after it was sent when not streaming; "
                  "counted as aborted when the server ends it so, not failed (native backends)")
       ->check(CLI::Range(0.0, 1.0))
