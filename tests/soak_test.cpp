@@ -1,11 +1,10 @@
 // A small soak (issue 15) through scripts/soak.sh itself, so that CI runs the very checks of the
 // full soak: 120 requests at concurrency 16 on brown-tiny under --tp 2 --dp 2
 // --enable-dp-attention with a KV pool of 1024 tokens per group, half of them streamed, 5 % of
-// the streams cut by their client, 5 % of the requests aborted, after a warm-up of 480 (a small
-// run reaches the high-water marks of the step buffers later than a long one). The script must pass
-// (no failed request, retractions, every completed request equal to its output alone, KV pool and
-// radix cache idle after /flush_cache, rank 0's RSS and open files back where the warm-up left
-// them), and its summary must show each fault happened.
+// the streams cut by their client, 5 % of the requests aborted, after a warm-up run of the same
+// size. The script must pass (no failed request, retractions, every completed request equal to its
+// output alone, KV pool and radix cache idle after /flush_cache, rank 0's RSS and open files back
+// where the warm-up left them), and its summary must show each fault happened.
 #include <gtest/gtest.h>
 
 #include <filesystem>
