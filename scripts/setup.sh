@@ -14,6 +14,7 @@ PACKAGES=(
   libfmt-dev libspdlog-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  jq        # scripts/soak.sh reads the server's JSON and bench-serving's details with it
   iproute2  # ip netns / veth / tc for scripts/multihost.sh and its tests (util-linux's unshare too)
   nodejs    # Debian 12's Node 18 (or NodeSource's): tests/openai_sdk/ runs the official OpenAI SDK
 )

@@ -125,6 +125,7 @@ void expect_retraction_keeps_outputs(const std::string& flags) {
   int64_t retractions = 0;
   for (const json& group : status["load"]) retractions += group["retractions"].get<int64_t>();
   EXPECT_GT(retractions, 0) << status.dump();
+  EXPECT_EQ(status["retractions_total"], retractions);
 }
 
 TEST(Batching, RetractionKeepsOutputsSingleRank) {

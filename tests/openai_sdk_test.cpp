@@ -18,12 +18,6 @@ namespace {
 constexpr const char* kModelName = "brown-tiny";
 constexpr int kScriptTimeoutSeconds = 300;
 
-std::string shell_quoted(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 // Why node cannot run the scripts here, or "" when it can.
 std::string node_missing() {
   if (run_command("node --version").exit_code == 0) return "";

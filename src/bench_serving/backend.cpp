@@ -49,12 +49,14 @@ namespace {
 
 json base_request_body(Backend backend, const RequestSpec& spec) {
   if (is_native(backend)) {
-    return {{"text", spec.prompt},
-            {"sampling_params",
-             {{"temperature", 0.0},
-              {"max_new_tokens", spec.max_tokens},
-              {"ignore_eos", spec.ignore_eos}}},
-            {"stream", spec.stream}};
+    json body = {{"text", spec.prompt},
+                 {"sampling_params",
+                  {{"temperature", 0.0},
+                   {"max_new_tokens", spec.max_tokens},
+                   {"ignore_eos", spec.ignore_eos}}},
+                 {"stream", spec.stream}};
+    if (!spec.rid.empty()) body["rid"] = spec.rid;
+    return body;
   }
   json body = {{"model", spec.model},
                {"temperature", 0.0},
@@ -100,10 +102,33 @@ std::string error_of(const json& chunk) {
   return it->dump();
 }
 
-std::optional<int64_t> native_completion_tokens(const json& chunk) {
+// A list of token ids; nullopt when absent or not all integers.
+std::optional<std::vector<int32_t>> token_ids_at(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_array()) return std::nullopt;
+  std::vector<int32_t> ids;
+  for (const json& id : *it) {
+    if (!id.is_number_integer()) return std::nullopt;
+    ids.push_back(id.get<int32_t>());
+  }
+  return ids;
+}
+
+const json* native_meta(const json& chunk) {
   const auto meta = chunk.find("meta_info");
-  if (meta == chunk.end() || !meta->is_object()) return std::nullopt;
-  return integer_at(*meta, "completion_tokens");
+  return meta != chunk.end() && meta->is_object() ? &*meta : nullptr;
+}
+
+// meta_info's counts, finish reason ({"type": ...}) and output_ids, as native chunks and whole
+// responses carry them.
+void add_native_meta(const json& chunk, ChunkDelta& delta) {
+  delta.output_ids = token_ids_at(chunk, "output_ids");
+  const json* meta = native_meta(chunk);
+  if (!meta) return;
+  delta.completion_tokens = integer_at(*meta, "completion_tokens");
+  delta.spec_verify_ct = integer_at(*meta, "spec_verify_ct");
+  if (const auto finish = meta->find("finish_reason"); finish != meta->end() && finish->is_object())
+    delta.finish_reason = string_at(*finish, "type");
 }
 
 std::optional<int64_t> usage_completion_tokens(const json& chunk) {
@@ -112,13 +137,18 @@ std::optional<int64_t> usage_completion_tokens(const json& chunk) {
   return integer_at(*usage, "completion_tokens");
 }
 
+const json* first_choice(const json& chunk) {
+  const auto choices = chunk.find("choices");
+  if (choices == chunk.end() || !choices->is_array() || choices->empty()) return nullptr;
+  return (*choices)[0].is_object() ? &(*choices)[0] : nullptr;
+}
+
 // choices[0].text for completions; choices[0].delta.content (and reasoning_content, which
 // reasoning models stream before the answer) for chat; message.content in a whole response.
 std::string openai_text(const json& chunk) {
-  const auto choices = chunk.find("choices");
-  if (choices == chunk.end() || !choices->is_array() || choices->empty()) return {};
-  const json& choice = (*choices)[0];
-  if (!choice.is_object()) return {};
+  const json* first = first_choice(chunk);
+  if (!first) return {};
+  const json& choice = *first;
   std::string text = string_at(choice, "text");
   for (const char* holder : {"delta", "message"}) {
     const auto it = choice.find(holder);
@@ -126,6 +156,11 @@ std::string openai_text(const json& chunk) {
     text += string_at(*it, "reasoning_content") + string_at(*it, "content");
   }
   return text;
+}
+
+std::string openai_finish_reason(const json& chunk) {
+  const json* choice = first_choice(chunk);
+  return choice ? string_at(*choice, "finish_reason") : std::string();
 }
 
 }  // namespace
@@ -146,9 +181,7 @@ ChunkDelta ChunkParser::parse_native(const json& chunk) {
   const std::string text = string_at(chunk, "text");
   if (text.size() > text_length_) delta.text = text.substr(text_length_);
   text_length_ = std::max(text_length_, text.size());
-  delta.completion_tokens = native_completion_tokens(chunk);
-  if (const auto meta = chunk.find("meta_info"); meta != chunk.end() && meta->is_object())
-    delta.spec_verify_ct = integer_at(*meta, "spec_verify_ct");
+  add_native_meta(chunk, delta);
   if (delta.completion_tokens) {
     delta.new_tokens = std::max<int64_t>(*delta.completion_tokens - tokens_, 0);
   } else if (!delta.text.empty()) {
@@ -162,6 +195,7 @@ ChunkDelta ChunkParser::parse_openai(const json& chunk) {
   ChunkDelta delta;
   delta.text = openai_text(chunk);
   delta.completion_tokens = usage_completion_tokens(chunk);
+  delta.finish_reason = openai_finish_reason(chunk);
   // Only a chunk with text carries tokens: the usage-only chunk at the end repeats the total.
   // Unless no chunk had text: then the tokens the usage reports arrived with it (llama-server
   // streams no text for output that is not valid UTF-8, yet reports its tokens at the end).
@@ -185,10 +219,11 @@ ChunkDelta parse_response(Backend backend, const json& response) {
   if (!delta.error.empty()) return delta;
   if (is_native(backend)) {
     delta.text = string_at(response, "text");
-    delta.completion_tokens = native_completion_tokens(response);
+    add_native_meta(response, delta);
   } else {
     delta.text = openai_text(response);
     delta.completion_tokens = usage_completion_tokens(response);
+    delta.finish_reason = openai_finish_reason(response);
   }
   return delta;
 }

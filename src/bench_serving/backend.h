@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mlaserve::bench_serving {
 
@@ -34,6 +35,7 @@ struct RequestSpec {
   std::string model;  // the OpenAI "model" field
   // Merged into the body last (a JSON merge patch), e.g. {"response_format": {...}}.
   nlohmann::json extra_body;
+  std::string rid;  // native: the request id ("rid"), for /abort_request; empty: the server's
 };
 
 // Greedy (temperature 0) generation of up to max_tokens tokens, plus extra_body.
@@ -46,6 +48,9 @@ struct ChunkDelta {
   std::optional<int64_t> completion_tokens;  // the server's running total, when reported
   std::optional<int64_t> spec_verify_ct;     // native: speculative verify steps so far
   std::string error;                         // set when the chunk is an error object
+  std::string finish_reason;  // "length", "stop", "abort"...: native finish_reason.type
+  // native: the ids of every token generated so far (the chunk's cumulative output_ids)
+  std::optional<std::vector<int32_t>> output_ids;
 };
 
 // Turns a backend's chunks into deltas; it remembers what earlier chunks said, so use one per

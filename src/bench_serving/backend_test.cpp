@@ -173,20 +173,53 @@ TEST(Backend, WholeResponses) {
   EXPECT_EQ(d.completion_tokens, 2);
 }
 
+// The native API's finish reason, output ids and verify steps, in chunks and whole responses,
+// and OpenAI's finish_reason.
+TEST(Backend, FinishReasonsAndOutputIds) {
+  ChunkParser parser(Backend::Mlaserve);
+  ChunkDelta d = parser.parse(json::parse(
+      R"({"text":"a","output_ids":[5],"meta_info":{"completion_tokens":1,"finish_reason":null}})"));
+  EXPECT_EQ(d.finish_reason, "");
+  EXPECT_EQ(d.output_ids, std::vector<int32_t>{5});
+  d = parser.parse(json::parse(R"({"text":"ab","output_ids":[5,9],"meta_info":
+      {"completion_tokens":2,"finish_reason":{"type":"abort","message":"aborted"}}})"));
+  EXPECT_EQ(d.finish_reason, "abort");
+  EXPECT_EQ(d.output_ids, (std::vector<int32_t>{5, 9}));
+  EXPECT_FALSE(parser.parse(json::parse(R"({"text":"ab","output_ids":[5,"x"]})")).output_ids);
+  d = parse_response(Backend::Sglang, json::parse(R"({"text":"abc","output_ids":[1,2,3],
+      "meta_info":{"completion_tokens":3,"spec_verify_ct":2,"finish_reason":{"type":"length"}}})"));
+  EXPECT_EQ(d.finish_reason, "length");
+  EXPECT_EQ(d.output_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(d.spec_verify_ct, 2);
+  ChunkParser openai(Backend::OpenAi);
+  EXPECT_EQ(openai.parse(json::parse(R"({"choices":[{"text":"x","finish_reason":"length"}]})"))
+                .finish_reason,
+            "length");
+  EXPECT_EQ(
+      parse_response(Backend::OpenAiChat, json::parse(R"({"choices":[{"message":{"content":"x"},
+                                                       "finish_reason":"stop"}]})"))
+          .finish_reason,
+      "stop");
+}
+
 TEST(Backend, RequestBodies) {
-  const RequestSpec spec{"hi", 7, true, true, "m", nullptr};
+  const RequestSpec spec{"hi", 7, true, true, "m", nullptr, ""};
   const json native = request_body(Backend::Mlaserve, spec);
   EXPECT_EQ(native["text"], "hi");
   EXPECT_EQ(native["sampling_params"]["max_new_tokens"], 7);
   EXPECT_EQ(native["sampling_params"]["temperature"], 0.0);
   EXPECT_EQ(native["sampling_params"]["ignore_eos"], true);
   EXPECT_EQ(native["stream"], true);
+  EXPECT_FALSE(native.contains("rid"));  // the server names it
+  RequestSpec named = spec;
+  named.rid = "r-1";
+  EXPECT_EQ(request_body(Backend::Sglang, named)["rid"], "r-1");
   const json completion = request_body(Backend::OpenAi, spec);
   EXPECT_EQ(completion["prompt"], "hi");
   EXPECT_EQ(completion["model"], "m");
   EXPECT_EQ(completion["max_tokens"], 7);
   EXPECT_EQ(completion["stream_options"]["include_usage"], true);
-  const json chat = request_body(Backend::OpenAiChat, {"hi", 7, false, false, "m", nullptr});
+  const json chat = request_body(Backend::OpenAiChat, {"hi", 7, false, false, "m", nullptr, ""});
   EXPECT_EQ(chat["messages"][0]["content"], "hi");
   EXPECT_EQ(chat["ignore_eos"], false);
   EXPECT_FALSE(chat.contains("stream_options"));
@@ -194,13 +227,13 @@ TEST(Backend, RequestBodies) {
 
 TEST(Backend, ExtraBodyIsMergedIntoTheRequest) {
   const json format = {{"type", "json_object"}};
-  const json chat =
-      request_body(Backend::OpenAiChat, {"hi", 7, true, true, "m", {{"response_format", format}}});
+  const json chat = request_body(Backend::OpenAiChat,
+                                 {"hi", 7, true, true, "m", {{"response_format", format}}, ""});
   EXPECT_EQ(chat["response_format"], format);
   EXPECT_EQ(chat["max_tokens"], 7);
   // Nested objects merge: a native request keeps its own sampling params beside the extra one.
   const json native = request_body(
-      Backend::Mlaserve, {"hi", 7, true, true, "m", {{"sampling_params", {{"regex", "a+"}}}}});
+      Backend::Mlaserve, {"hi", 7, true, true, "m", {{"sampling_params", {{"regex", "a+"}}}}, ""});
   EXPECT_EQ(native["sampling_params"]["regex"], "a+");
   EXPECT_EQ(native["sampling_params"]["max_new_tokens"], 7);
 }

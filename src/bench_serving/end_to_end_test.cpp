@@ -4,14 +4,18 @@
 // tests/bench_serving_test.cpp.)
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <numeric>
+#include <thread>
 
+#include "bench_serving/details.h"
 #include "bench_serving/report.h"
 #include "bench_serving/runner.h"
 #include "core/error.h"
 #include "support/fake_server.h"
+#include "support/files.h"
 #include "support/serving_table.h"
 
 namespace mlaserve::bench_serving {
@@ -83,7 +87,7 @@ TEST(EndToEnd, NativeStreamsAreTimedAndCounted) {
   EXPECT_EQ(m.total_input, 24 * 32);
   EXPECT_TRUE(server.problems().empty()) << server.problems().front();
   for (const RequestResult& r : run.results) {
-    ASSERT_TRUE(r.success) << r.error;
+    ASSERT_TRUE(r.ok()) << r.error;
     expect_chunk_timing(r, 2, 3);
   }
   // The metrics' means against the same means taken here from the per-request results.
@@ -178,14 +182,14 @@ TEST(EndToEnd, AnErrorChunkMidStreamFailsTheRequest) {
   EXPECT_EQ(run.metrics.first_error,
             "server error: The model produced output that does not match the expected "
             "Content-only format");
-  EXPECT_FALSE(run.results[1].success);
+  EXPECT_FALSE(run.results[1].ok());
   EXPECT_EQ(run.metrics.total_output, server.measured_tokens());
 }
 
 TEST(EndToEnd, WithoutStreamingTtftIsTheLatency) {
   FakeServer server(FakeServerConfig{});
   BenchOptions options = options_for(server, Backend::Sglang, 4);
-  options.stream = false;
+  options.mix.stream_fraction = 0.0;
   const BenchmarkRun run = run_benchmark(options, stdout);
   EXPECT_EQ(run.metrics.completed, 4);
   EXPECT_EQ(run.metrics.total_output, 4 * kOutputLen);
@@ -205,7 +209,7 @@ TEST(EndToEnd, FailedRequestsAreCountedWithTheFirstError) {
   EXPECT_EQ(run.metrics.completed, 6);
   EXPECT_EQ(run.metrics.failed, 3);
   EXPECT_EQ(run.metrics.first_error, "HTTP 500: boom");
-  EXPECT_FALSE(run.results[1].success);
+  EXPECT_FALSE(run.results[1].ok());
   EXPECT_EQ(run.metrics.total_output, server.measured_tokens());
   EXPECT_NE(format_table(run.options, run.metrics).find("the first error: HTTP 500: boom"),
             std::string::npos);
@@ -230,6 +234,90 @@ TEST(EndToEnd, SlowRequestsTimeOut) {
   EXPECT_EQ(run.metrics.first_error, "timed out after 0.3 s");
   // A run that waited for the server would take the whole stall; half of it leaves any load room.
   EXPECT_LT(run.metrics.duration_s, 60.0);
+}
+
+// A mix of streamed and whole requests against a slow fake server (one token per chunk, each
+// request 0.93 s: an abort, at most 0.1 s after its first token, lands before the end), some
+// closed mid-stream and some aborted: each ends as planned, counted apart from the failures, and
+// the details file has every request with its outcome.
+TEST(EndToEnd, DisconnectsAndAbortsAreCountedApart) {
+  FakeServerConfig config;
+  config.chunk_gap_s = 0.15;
+  config.tokens_per_chunk = 1;
+  FakeServer server(config);
+  BenchOptions options = options_for(server, Backend::Mlaserve, 24);
+  options.max_concurrency = 12;
+  options.mix = {.stream_fraction = 0.5, .disconnect_fraction = 0.25, .abort_fraction = 0.25};
+  const BenchmarkRun run = run_benchmark(options, stdout);
+  const BenchmarkMetrics& m = run.metrics;
+  int64_t disconnects = 0, aborts = 0, streams = 0;
+  for (const RequestPlan& plan : run.plans) {
+    disconnects += plan.disconnect_after > 0;
+    aborts += plan.abort_delay_s.has_value();
+    streams += plan.stream;
+  }
+  EXPECT_EQ(streams, 12);
+  EXPECT_EQ(disconnects, 3);  // a quarter of the streams
+  EXPECT_EQ(aborts, 5);       // a quarter of the other 21, rounded
+  EXPECT_EQ(m.failed, 0) << m.first_error;
+  EXPECT_EQ(m.cut, disconnects);
+  EXPECT_EQ(m.aborted, aborts);
+  EXPECT_EQ(m.completed, 24 - disconnects - aborts);
+  EXPECT_EQ(server.aborts(), aborts);
+  // The server sees a client gone at its next write, up to a chunk gap after the client left.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (server.streams_left_early() < disconnects && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server.streams_left_early(), disconnects);
+  for (size_t i = 0; i < run.plans.size(); ++i) {
+    const RequestPlan& plan = run.plans[i];
+    const RequestResult& r = run.results[i];
+    if (plan.disconnect_after > 0) {  // closed once the planned tokens had arrived
+      EXPECT_GE(r.output_len, plan.disconnect_after) << i;
+      EXPECT_LT(r.output_len, kOutputLen) << i;
+    } else if (r.ok()) {
+      EXPECT_EQ(r.output_len, kOutputLen) << i;
+      EXPECT_EQ(r.output_ids.size(), static_cast<size_t>(kOutputLen)) << i;
+      EXPECT_EQ(r.itl.empty(), !plan.stream) << i;  // whole responses have no ITL
+    } else {
+      EXPECT_FALSE(plan.rid.empty()) << i;
+      EXPECT_LT(r.output_len, kOutputLen) << i;
+    }
+  }
+  const std::string table = format_table(run.options, m);
+  EXPECT_NE(table.find(fmt::format("Disconnected requests (on purpose):      {}", disconnects)),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find(fmt::format("Aborted requests (on purpose):           {}", aborts)),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("Failed"), std::string::npos) << table;
+
+  const testing::TempDir tmp;
+  write_details((tmp / "details.jsonl").string(), run);
+  const std::vector<nlohmann::json> lines = testing::read_jsonl(tmp / "details.jsonl");
+  ASSERT_EQ(lines.size(), 24u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const nlohmann::json& line = lines[i];
+    EXPECT_EQ(line["index"], i);
+    EXPECT_EQ(line["prompt"], run.requests[i].prompt);
+    EXPECT_EQ(line["max_new_tokens"], kOutputLen);
+    EXPECT_EQ(line["stream"], run.plans[i].stream);
+    EXPECT_EQ(line["outcome"], outcome_name(run.results[i].outcome));
+    EXPECT_EQ(line.contains("rid"), run.plans[i].abort_delay_s.has_value()) << line;
+    EXPECT_EQ(line.contains("disconnect_after"), run.plans[i].disconnect_after > 0) << line;
+    if (line["outcome"] == "ok") {
+      EXPECT_EQ(line["output_ids"].size(), static_cast<size_t>(kOutputLen)) << line;
+      EXPECT_EQ(line["text"], run.results[i].generated_text);
+    }
+  }
+}
+
+TEST(EndToEnd, AbortsNeedTheNativeApi) {
+  FakeServer server(FakeServerConfig{});
+  BenchOptions options = options_for(server, Backend::OpenAi, 2);
+  options.mix.abort_fraction = 0.5;
+  EXPECT_THROW(run_benchmark(options, stdout), Error);
 }
 
 TEST(EndToEnd, UnreachableServerNeedsATokenizer) {

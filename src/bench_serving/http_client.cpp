@@ -80,15 +80,18 @@ HttpResult HttpClient::send(std::string_view method, std::string_view path,
       return false;
     }
     if (result.status == 200 && on_body) {
-      on_body(std::string_view(data, size));
-    } else {
-      result.body.append(data, size);
+      result.closed_by_receiver = !on_body(std::string_view(data, size));
+      return !result.closed_by_receiver;
     }
+    result.body.append(data, size);
     return true;
   };
   httplib::Response response;
   httplib::Error error = httplib::Error::Success;
-  if (!client.send(request, response, error)) {
+  const bool sent = client.send(request, response, error);
+  if (result.closed_by_receiver) {
+    result.error = "closed by the client before the end";
+  } else if (!sent) {
     // The socket's read timeout (the same length) may fire before the receiver sees the
     // deadline pass.
     timed_out = timed_out || Clock::now() >= deadline;

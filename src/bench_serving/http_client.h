@@ -21,12 +21,15 @@ struct HttpResult {
   int status = 0;     // 0 when no response arrived
   std::string error;  // why no (complete) response arrived: refused, timed out, cut off
   std::string body;   // the body, unless it went to a body receiver
+  bool closed_by_receiver = false;  // the body receiver closed the connection before the end
   bool ok() const { return error.empty() && status == 200; }
   // One line for the user: the transport error, or the status and the start of the body.
   std::string describe() const;
 };
 
-using BodyReceiver = std::function<void(std::string_view bytes)>;
+// Takes each piece of a body as it arrives; returns false to close the connection at once (a
+// client that goes away mid-stream).
+using BodyReceiver = std::function<bool(std::string_view bytes)>;
 
 class HttpClient {
  public:

@@ -16,6 +16,20 @@ Distribution summarize_ms(std::span<const double> seconds) {
   };
 }
 
+std::string_view outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::Ok:
+      return "ok";
+    case Outcome::Cut:
+      return "cut";
+    case Outcome::Aborted:
+      return "aborted";
+    case Outcome::Failed:
+      return "failed";
+  }
+  return "?";
+}
+
 namespace {
 
 // The per-request samples that the distributions are computed from.
@@ -41,7 +55,7 @@ void add_success(const RequestResult& result, BenchmarkMetrics& metrics, Samples
 double accept_length(std::span<const RequestResult> results) {
   int64_t tokens = 0, verify_steps = 0;
   for (const RequestResult& r : results) {
-    if (!r.success || r.spec_verify_ct == 0) continue;
+    if (!r.ok() || r.spec_verify_ct == 0) continue;
     tokens += r.output_len;
     verify_steps += r.spec_verify_ct;
   }
@@ -65,10 +79,19 @@ BenchmarkMetrics compute_metrics(std::span<const RequestResult> results, double 
   metrics.accept_length = accept_length(results);
   Samples samples;
   for (const RequestResult& result : results) {
-    if (result.success) {
-      add_success(result, metrics, samples);
-    } else if (metrics.failed++ == 0) {
-      metrics.first_error = result.error;
+    switch (result.outcome) {
+      case Outcome::Ok:
+        add_success(result, metrics, samples);
+        break;
+      case Outcome::Cut:
+        ++metrics.cut;
+        break;
+      case Outcome::Aborted:
+        ++metrics.aborted;
+        break;
+      case Outcome::Failed:
+        if (metrics.failed++ == 0) metrics.first_error = result.error;
+        break;
     }
   }
   add_throughputs(metrics);

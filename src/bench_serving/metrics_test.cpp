@@ -10,7 +10,7 @@ namespace {
 
 RequestResult success(double ttft, double latency, int64_t output_len, std::vector<double> itl) {
   RequestResult r;
-  r.success = true;
+  r.outcome = Outcome::Ok;
   r.prompt_len = 100;
   r.output_len = output_len;
   r.retokenized_len = output_len + 1;
@@ -80,6 +80,22 @@ TEST(Metrics, AcceptLengthIsTokensPerVerifyStepOfSpeculativeRequests) {
   results[0].spec_verify_ct = 12;
   results[1].spec_verify_ct = 8;
   EXPECT_DOUBLE_EQ(compute_metrics(results, 2.0).accept_length, (30.0 + 12.0) / (12 + 8));
+}
+
+// Cut and aborted requests are counted apart: neither failed nor measured.
+TEST(Metrics, CutAndAbortedRequestsAreNeitherFailedNorMeasured) {
+  std::vector<RequestResult> results = {success(0.1, 1.0, 10, {}), success(0.1, 9.0, 3, {}),
+                                        success(0.1, 9.0, 3, {}), failed("refused")};
+  results[1].outcome = Outcome::Cut;
+  results[2].outcome = Outcome::Aborted;
+  const BenchmarkMetrics m = compute_metrics(results, 2.0);
+  EXPECT_EQ(m.completed, 1);
+  EXPECT_EQ(m.cut, 1);
+  EXPECT_EQ(m.aborted, 1);
+  EXPECT_EQ(m.failed, 1);
+  EXPECT_EQ(m.total_output, 10);
+  EXPECT_DOUBLE_EQ(m.e2e_ms.max, 1000.0);
+  EXPECT_EQ(outcome_name(Outcome::Cut), "cut");
 }
 
 TEST(Metrics, NothingSucceeded) {

@@ -7,6 +7,7 @@
 
 #include "bench_serving/backend.h"
 #include "bench_serving/dataset.h"
+#include "bench_serving/request_plan.h"
 
 namespace mlaserve::bench_serving {
 
@@ -21,8 +22,9 @@ struct BenchOptions {
   std::string model;          // the OpenAI "model" field; empty: the first of GET /v1/models
   std::string output_file;    // JSONL to append the result to; empty: none
   nlohmann::json extra_request_body;  // merged into every request (a JSON merge patch)
+  std::string output_details;  // JSONL with one line per request (request_details.h); empty: none
   bool ignore_eos = true;
-  bool stream = true;
+  MixOptions mix;  // streaming or not, and the faults to inject
   double request_timeout_s = 600.0;
   double pause_before_run_s = 1.0;  // after warm-up and cache flush, as SGLang sleeps 1 s
   bool progress = true;             // a progress bar on stderr, when stderr is a terminal

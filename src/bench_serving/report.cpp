@@ -50,6 +50,8 @@ void write_totals(TableWriter& t, const BenchOptions& o, const BenchmarkMetrics&
          o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : std::string("not set"));
   t.line("Successful requests:", m.completed);
   if (m.failed > 0) t.line("Failed requests:", m.failed);
+  if (m.cut > 0) t.line("Disconnected requests (on purpose):", m.cut);
+  if (m.aborted > 0) t.line("Aborted requests (on purpose):", m.aborted);
   t.line("Benchmark duration (s):", m.duration_s);
   t.line("Total input tokens:", m.total_input);
   t.line("Total generated tokens:", m.total_output);
@@ -120,7 +122,10 @@ ordered_json settings_record(const BenchOptions& o) {
   }
   record["seed"] = o.seed;
   record["ignore_eos"] = o.ignore_eos;
-  record["stream"] = o.stream;
+  record["stream"] = o.mix.stream_fraction > 0.0;
+  record["stream_fraction"] = o.mix.stream_fraction;
+  record["disconnect_fraction"] = o.mix.disconnect_fraction;
+  record["abort_fraction"] = o.mix.abort_fraction;
   record["base_url"] = o.base_url;
   record["tokenizer"] = o.tokenizer_dir;
   record["date"] = local_date();
@@ -149,6 +154,8 @@ ordered_json result_record(const BenchOptions& options, const BenchmarkMetrics& 
   record["completed"] = m.completed;
   record["failed"] = m.failed;
   if (m.failed > 0) record["first_error"] = m.first_error;
+  record["cut"] = m.cut;
+  record["aborted"] = m.aborted;
   record["total_input_tokens"] = m.total_input;
   record["total_output_tokens"] = m.total_output;
   record["total_output_tokens_retokenized"] = m.total_output_retokenized;

@@ -13,12 +13,14 @@ namespace mlaserve::bench_serving {
 // "{label:<40} {value:<10}" line per figure (floats with 2 decimals), "-" section lines for
 // End-to-End Latency, Time to First Token, Time per Output Token (excl. 1st token) and
 // Inter-Token Latency, and a closing line of 50 "=". "Failed requests:" and the first error
-// are added (after "Successful requests:" and after the table) only when requests failed.
+// are added (after "Successful requests:" and after the table) only when requests failed; the
+// disconnected and aborted requests (after "Failed requests:") only when there were any.
 std::string format_table(const BenchOptions& options, const BenchmarkMetrics& metrics);
 
 // SGLang's JSONL record (its field names: settings, then duration, totals, throughputs, and
 // mean/median/std/p99 of E2E, TTFT and TPOT, mean/median/std/p95/p99/max of ITL, concurrency)
-// plus num_prompts, seed, base_url, tokenizer, failed and first_error, and the date. An
+// plus num_prompts, seed, base_url, tokenizer, failed and first_error, the request mix (stream,
+// disconnect and abort fractions) with the cut and aborted counts, and the date. An
 // infinite request rate is written as the string "inf" (JSON has no infinity).
 nlohmann::ordered_json result_record(const BenchOptions& options, const BenchmarkMetrics& metrics);
 

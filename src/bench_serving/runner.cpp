@@ -1,5 +1,7 @@
 #include "bench_serving/runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -31,20 +33,41 @@ void check_options(const BenchOptions& o) {
     fail("--random-input-len and --random-output-len must be at least 1");
   }
   if (o.dataset.shared_prefix_len < 0) fail("--shared-prefix-len must not be negative");
+  if (o.mix.abort_fraction > 0.0 && !is_native(o.backend)) {
+    fail(
+        "--abort-fraction needs the native API (--backend mlaserve or sglang): POST "
+        "/abort_request names the request by its rid");
+  }
 }
 
 RequestSettings request_settings(const BenchOptions& o) {
-  return {o.backend, o.stream, o.ignore_eos, o.model, o.extra_request_body};
+  return {o.backend, o.ignore_eos, o.model, o.extra_request_body};
+}
+
+// The plans come from a random source of their own, so that a seed gives the prompts and
+// arrival times it gave before plans existed. Aborted requests get a rid unique to this client
+// process, so that two clients of one server do not abort each other's requests.
+std::vector<RequestPlan> make_plans(const BenchOptions& o,
+                                    const std::vector<BenchRequest>& requests) {
+  constexpr uint64_t kPlanSeedMix = 0x9e3779b97f4a7c15;  // any fixed odd constant
+  Rng rng(o.seed ^ kPlanSeedMix);
+  std::vector<RequestPlan> plans = plan_requests(o.mix, requests, rng);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].abort_delay_s) plans[i].rid = fmt::format("bench-serving-{}-{}", getpid(), i);
+  }
+  return plans;
 }
 
 void warm_up(const HttpClient& client, const BenchOptions& o, const BenchRequest& first,
              std::FILE* log) {
   constexpr int64_t kWarmUpTokens = 32;
   std::fprintf(log, "Starting warmup with 1 sequence...\n");
-  const RequestResult result =
-      send_request(client, request_settings(o), first.prompt, first.prompt_len,
-                   std::min(first.output_len, kWarmUpTokens));
-  if (!result.success) fail("the warm-up request failed: {}", result.error);
+  const BenchRequest request{first.prompt, first.prompt_len,
+                             std::min(first.output_len, kWarmUpTokens)};
+  RequestPlan plan;
+  plan.stream = o.mix.stream_fraction > 0.0;
+  const RequestResult result = send_request(client, request_settings(o), request, plan);
+  if (!result.ok()) fail("the warm-up request failed: {}", result.error);
   std::fprintf(log, "Warmup completed. Starting main benchmark run...\n");
 }
 
@@ -56,9 +79,9 @@ void flush_cache(const HttpClient& client, const BenchOptions& o, std::FILE* log
 
 // Sends each request at its arrival time; `workers` threads take them in arrival order.
 // Returns the benchmark duration: from the first send to the last completion.
-double send_all(const HttpClient& client, const BenchOptions& o,
-                const std::vector<BenchRequest>& requests, const std::vector<double>& arrivals,
-                std::vector<RequestResult>& results) {
+double send_all(const HttpClient& client, const BenchOptions& o, BenchmarkRun& run,
+                const std::vector<double>& arrivals) {
+  const std::vector<BenchRequest>& requests = run.requests;
   const int64_t limit = o.max_concurrency > 0 ? o.max_concurrency : kMaxInFlight;
   const size_t workers = static_cast<size_t>(
       std::min<int64_t>(std::min(limit, kMaxInFlight), static_cast<int64_t>(requests.size())));
@@ -69,8 +92,7 @@ double send_all(const HttpClient& client, const BenchOptions& o,
   for (size_t w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
       while (const std::optional<size_t> i = queue.pop()) {
-        const BenchRequest& r = requests[*i];
-        results[*i] = send_request(client, settings, r.prompt, r.prompt_len, r.output_len);
+        run.results[*i] = send_request(client, settings, requests[*i], run.plans[*i]);
         progress.advance();
       }
     });
@@ -92,7 +114,7 @@ double send_all(const HttpClient& client, const BenchOptions& o,
 // reported no token count (only possible without streaming) is credited with that count.
 void retokenize(const tokenizer::Tokenizer& tokenizer, std::vector<RequestResult>& results) {
   for (RequestResult& result : results) {
-    if (!result.success) continue;
+    if (!result.ok()) continue;
     result.retokenized_len =
         static_cast<int64_t>(tokenizer.encode(result.generated_text, false).size());
     if (result.output_len == 0) result.output_len = result.retokenized_len;
@@ -119,8 +141,9 @@ BenchmarkRun run_benchmark(BenchOptions options, std::FILE* log) {
   const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(options.tokenizer_dir);
   const PromptMaker maker(tokenizer, prompt_token_ids(options.tokenizer_dir, tokenizer));
   Rng rng(options.seed);
-  const std::vector<BenchRequest> requests = make_dataset(options.dataset, maker, rng);
+  std::vector<BenchRequest> requests = make_dataset(options.dataset, maker, rng);
   const std::vector<double> arrivals = arrival_times(requests.size(), options.request_rate, rng);
+  std::vector<RequestPlan> plans = make_plans(options, requests);
   log_dataset(requests, log);
   if (!is_native(options.backend) && options.model.empty()) {
     options.model = served_model_name(client);
@@ -130,8 +153,13 @@ BenchmarkRun run_benchmark(BenchOptions options, std::FILE* log) {
   flush_cache(client, options, log);
   std::this_thread::sleep_for(std::chrono::duration<double>(options.pause_before_run_s));
 
-  BenchmarkRun run{options, std::vector<RequestResult>(requests.size()), {}};
-  const double duration = send_all(client, options, requests, arrivals, run.results);
+  std::vector<RequestResult> results(requests.size());
+  BenchmarkRun run{.options = options,
+                   .requests = std::move(requests),
+                   .plans = std::move(plans),
+                   .results = std::move(results),
+                   .metrics = {}};
+  const double duration = send_all(client, options, run, arrivals);
   retokenize(tokenizer, run.results);
   run.metrics = compute_metrics(run.results, duration);
   return run;

@@ -1,6 +1,7 @@
 // bench-serving's run, as SGLang's bench_serving does it: build the dataset, send one warm-up
 // request, flush the server's prefix cache, wait a second, then send every request at its
-// arrival time with at most max_concurrency in flight, and compute the metrics.
+// arrival time with at most max_concurrency in flight, each as its plan says (request_plan.h),
+// and compute the metrics.
 #pragma once
 
 #include <cstdio>
@@ -13,7 +14,9 @@ namespace mlaserve::bench_serving {
 
 struct BenchmarkRun {
   BenchOptions options;  // as run: with the tokenizer directory and model name it used
-  std::vector<RequestResult> results;  // in dataset order
+  std::vector<BenchRequest> requests;  // in dataset order, as are the plans and results
+  std::vector<RequestPlan> plans;
+  std::vector<RequestResult> results;
   BenchmarkMetrics metrics;
 };
 

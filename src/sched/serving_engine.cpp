@@ -393,7 +393,7 @@ int64_t ServingEngine::running_requests() const {
 
 void ServingEngine::publish_status() {
   nlohmann::json groups = nlohmann::json::array();
-  int64_t running = 0, waiting = 0, kv_used = 0, kv_total = 0;
+  int64_t running = 0, waiting = 0, kv_used = 0, kv_total = 0, retractions = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const GroupScheduler& s = groups_[g];
     groups.push_back({{"dp_rank", g},
@@ -408,6 +408,7 @@ void ServingEngine::publish_status() {
     waiting += static_cast<int64_t>(s.waiting());
     kv_used += s.kv_used();
     kv_total += s.kv_capacity();
+    retractions += s.retractions();
   }
   nlohmann::json status = {
       {"layout", options_.layout},
@@ -419,6 +420,7 @@ void ServingEngine::publish_status() {
       {"kv_usage",
        kv_total > 0 ? static_cast<double>(kv_used) / static_cast<double>(kv_total) : 0.0},
       {"requests_finished", requests_finished_},
+      {"retractions_total", retractions},
       {"prompt_tokens_total", prompt_tokens_},
       {"generation_tokens_total", tokens_generated_},
       {"steps", steps_},

@@ -75,6 +75,8 @@ void render_engine_totals(std::string& out, const nlohmann::json& status) {
        "KV cache capacity, in tokens."},
       {"kv_usage", "mlaserve_kv_cache_usage_ratio", "gauge", "Fraction of the KV cache in use."},
       {"steps", "mlaserve_engine_steps_total", "counter", "Engine forward steps."},
+      {"retractions_total", "mlaserve_retractions_total", "counter",
+       "Running requests retracted (back to the queue) because the KV cache ran out."},
       {"spec_verify_steps_total", "mlaserve_spec_verify_steps_total", "counter",
        "Speculative steps that verified drafts (accept length = 1 + accepted / verify steps)."},
       {"spec_accepted_drafts_total", "mlaserve_spec_accepted_drafts_total", "counter",

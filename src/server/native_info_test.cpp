@@ -1,5 +1,6 @@
 // Health, info, cache, abort, tokenization and metrics routes.
 #include <gmock/gmock.h>
+#include <unistd.h>
 
 #include <optional>
 #include <thread>
@@ -54,6 +55,7 @@ TEST_F(NativeInfoTest, ServerInfoHasOptionsAndEngineStatus) {
   EXPECT_EQ(body["context_length"], 256);
   EXPECT_EQ(body["api_key_required"], false);
   EXPECT_FALSE(body.contains("api_key"));
+  EXPECT_EQ(body["pid"], getpid());  // the server runs in this test's process
   EXPECT_EQ(body["engine"]["max_total_num_tokens"], 4096);
 }
 

@@ -1,5 +1,7 @@
 #include "server/native_routes.h"
 
+#include <unistd.h>
+
 #include "server/api_error.h"
 #include "server/http_response.h"
 #include "server/json_fields.h"
@@ -20,7 +22,10 @@ nlohmann::json server_options_json(const ServerContext& context) {
           {"max_body_bytes", options.max_body_bytes},
           {"threads", options.threads},
           {"cors", options.cors},
-          {"context_length", context.engine.context_length()}};
+          {"context_length", context.engine.context_length()},
+          // The process serving HTTP (rank 0): where a client on this host reads its memory
+          // and open files (/proc/PID), as scripts/soak.sh does.
+          {"pid", getpid()}};
 }
 
 // The engine's per-group load when it reports one, else its request counts.

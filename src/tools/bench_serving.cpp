@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "bench_serving/details.h"
 #include "bench_serving/report.h"
 #include "bench_serving/runner.h"
 #include "core/error.h"
@@ -105,15 +106,45 @@ void add_traffic_flags(CLI::App& cmd, BenchServingFlags& f) {
   cmd.add_flag("--disable-ignore-eos", f.disable_ignore_eos,
                "Let requests stop at EOS (by default they ask for ignore_eos, so every request "
                "generates exactly its max_new_tokens)");
-  cmd.add_flag("--disable-stream", f.disable_stream,
-               "Ask for whole responses instead of streams; TTFT then equals the latency and "
-               "there is no ITL");
+  CLI::Option* disable_stream =
+      cmd.add_flag("--disable-stream", f.disable_stream,
+                   "Ask for whole responses instead of streams; TTFT then equals the latency and "
+                   "there is no ITL");
+  cmd.add_option("--stream-fraction", o.mix.stream_fraction,
+                 "Stream this fraction of the requests (chosen with --seed) and ask for whole "
+                 "responses for the rest")
+      ->check(CLI::Range(0.0, 1.0))
+      ->excludes(disable_stream)
+      ->capture_default_str();
   cmd.add_option(
       "--extra-request-body", f.extra_request_body,
       "A JSON object merged into every request body (as a JSON merge patch), e.g. "
       "'{\"response_format\": {\"type\": \"json_object\"}}' to measure structured output");
+  cmd.add_option("--output-details", o.output_details,
+                 "Write one JSON line per request to this file (unlike SGLang's flag of this "
+                 "name, which adds lists to --output-file's record): prompt, settings, outcome "
+                 "(ok, cut, aborted, failed) and the generated text and token ids, so that a "
+                 "checker can re-run the completed requests alone");
   cmd.add_flag("--disable-progress", f.no_progress,
                "No progress bar (it is drawn on stderr only when stderr is a terminal)");
+}
+
+// Faults for soak tests; the requests they hit are counted apart, not as failures.
+void add_fault_flags(CLI::App& cmd, BenchServingFlags& f) {
+  bench_serving::MixOptions& mix = f.options.mix;
+  cmd.add_option("--disconnect-fraction", mix.disconnect_fraction,
+                 "This fraction of the streaming requests (chosen with --seed) closes its "
+                 "connection after its first 1 to max_new_tokens - 1 tokens (drawn with --seed); "
+                 "counted as disconnected, not failed")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd.add_option("--abort-fraction", mix.abort_fraction,
+                 "This fraction of the other requests (chosen with --seed) is sent with a rid "
+                 "and aborted by POST /abort_request from another connection, 0 to 0.1 s (drawn "
+                 "with --seed) after its first token, or after it was sent when not streaming; "
+                 "counted as aborted when the server ends it so, not failed (native backends)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 }
 
 void run_bench_serving(BenchServingFlags& f) {
@@ -121,7 +152,7 @@ void run_bench_serving(BenchServingFlags& f) {
   o.backend = bench_serving::parse_backend(f.backend);
   o.request_rate = parse_request_rate(f.request_rate);
   o.ignore_eos = !f.disable_ignore_eos;
-  o.stream = !f.disable_stream;
+  if (f.disable_stream) o.mix.stream_fraction = 0.0;
   o.progress = !f.no_progress;
   if (!f.extra_request_body.empty()) {
     o.extra_request_body = nlohmann::json::parse(f.extra_request_body, nullptr, false);
@@ -132,6 +163,7 @@ void run_bench_serving(BenchServingFlags& f) {
   const bench_serving::BenchmarkRun run = bench_serving::run_benchmark(o, stdout);
   std::fputs(bench_serving::format_table(run.options, run.metrics).c_str(), stdout);
   std::fflush(stdout);
+  if (!o.output_details.empty()) bench_serving::write_details(o.output_details, run);
   if (!o.output_file.empty()) {
     bench_serving::append_jsonl(o.output_file,
                                 bench_serving::result_record(run.options, run.metrics));
@@ -149,6 +181,7 @@ void add_bench_serving(CLI::App& app) {
   add_server_flags(*cmd, *flags);
   add_dataset_flags(*cmd, *flags);
   add_traffic_flags(*cmd, *flags);
+  add_fault_flags(*cmd, *flags);
   cmd->callback([flags] { run_bench_serving(*flags); });
 }
 

@@ -14,6 +14,12 @@ std::string mlaserve_bin() {
   return bin ? bin : "build/src/tools/mlaserve";
 }
 
+std::string shell_quoted(const std::string& text) {
+  std::string quoted = "'";
+  for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 CommandResult run_command(const std::string& command) {
   CommandResult r{0, ""};
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");

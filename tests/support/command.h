@@ -18,6 +18,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// `text` as one shell word, in single quotes.
+std::string shell_quoted(const std::string& text);
+
 // Runs `command` through the shell and waits for it.
 CommandResult run_command(const std::string& command);
 

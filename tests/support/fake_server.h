@@ -3,7 +3,9 @@
 // controlled delays: the first chunk carries one token after `first_chunk_delay_s`, each later
 // one `tokens_per_chunk` tokens `chunk_gap_s` after the previous. Every token is the text
 // " the". With llama_server_chunks the OpenAI streams are shaped as llama.cpp's llama-server
-// sends them.
+// sends them. The native API also reports output_ids and finish_reason, and a request sent with
+// a "rid" can be aborted by POST /abort_request while it generates (a whole response takes as
+// long as its stream would).
 #pragma once
 
 #include <httplib.h>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -66,6 +69,8 @@ class FakeServer {
       ++flushes_;
       res.set_content("Cache flushed.\n", "text/plain");
     });
+    server_.Post("/abort_request",
+                 [this](const httplib::Request& req, httplib::Response& res) { abort(req, res); });
     server_.Post("/generate", [this](const httplib::Request& req, httplib::Response& res) {
       handle(Api::Native, req, res);
     });
@@ -78,6 +83,9 @@ class FakeServer {
                  });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // A stop() before the listening loop starts is lost, and the destructor would wait forever
+    // (a test that throws before its first request).
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
   ~FakeServer() {
@@ -106,6 +114,10 @@ class FakeServer {
     return total;
   }
   int64_t flushes() const { return flushes_; }
+  // Requests that POST /abort_request ended.
+  int64_t aborts() const { return aborts_; }
+  // Streams whose client left before the end (a write failed).
+  int64_t streams_left_early() const { return streams_left_early_; }
   // What requests asked that bench-serving should not (not greedy, no ignore_eos...).
   std::vector<std::string> problems() const {
     std::lock_guard lock(mutex_);
@@ -122,8 +134,11 @@ class FakeServer {
       R"("object":"list","data":[{"id":"/models/fake.gguf","aliases":["/models/fake.gguf"],)"
       R"("object":"model","owned_by":"llamacpp"}]})";
 
+  static constexpr int kTheTokenId = 279;  // any id: output_ids repeat it for each " the"
+
   struct Admitted {
     int64_t index = 0;
+    std::string rid;  // native: the request's "rid", when it came with one
     int64_t max_tokens = 0;
     bool stream = true;
     bool include_usage = false;  // stream_options.include_usage
@@ -139,11 +154,13 @@ class FakeServer {
     Admitted a;
     a.max_tokens = params.value(api == Api::Native ? "max_new_tokens" : "max_tokens", int64_t{0});
     a.stream = body.value("stream", false);
+    if (api == Api::Native) a.rid = body.value("rid", std::string());
     const nlohmann::json options = body.value("stream_options", nlohmann::json::object());
     a.include_usage = options.is_object() && options.value("include_usage", false);
     std::lock_guard lock(mutex_);
     a.index = static_cast<int64_t>(tokens_.size());
     tokens_.push_back(0);
+    if (!a.rid.empty()) running_[a.rid] = false;
     if (params.value("temperature", -1.0) != 0.0) problems_.push_back("not greedy: " + body.dump());
     if (!params.value("ignore_eos", false)) problems_.push_back("no ignore_eos: " + body.dump());
     if (a.max_tokens < 1) problems_.push_back("no max tokens: " + body.dump());
@@ -169,7 +186,14 @@ class FakeServer {
     const bool stalled = flushes_ > 0 && config_.stall_after_flush_s > 0.0;
     if (!a.stream) {
       wait_before_first_chunk(stalled);
-      res.set_content(whole_response(api, a.max_tokens).dump(), "application/json");
+      int64_t generated = 1;
+      while (generated < a.max_tokens) {
+        sleep_s(config_.chunk_gap_s);
+        if (aborted(a.rid)) break;
+        generated = std::min(generated + config_.tokens_per_chunk, a.max_tokens);
+      }
+      const bool was_aborted = end(a.rid);
+      res.set_content(whole_response(api, generated, was_aborted).dump(), "application/json");
       return;
     }
     if (llama) {
@@ -184,9 +208,41 @@ class FakeServer {
     }
     res.set_chunked_content_provider("text/event-stream",
                                      [this, api, a, stalled](size_t, httplib::DataSink& sink) {
-                                       stream_chunks(api, a.max_tokens, stalled, sink);
+                                       stream_chunks(api, a, stalled, sink);
                                        return true;
                                      });
+  }
+
+  // {"rid": ...}: 200 when that request is generating (it ends at its next token), else 404.
+  void abort(const httplib::Request& req, httplib::Response& res) {
+    const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+    const std::string rid = body.is_object() ? body.value("rid", std::string()) : std::string();
+    std::lock_guard lock(mutex_);
+    const auto it = running_.find(rid);
+    if (it == running_.end() || it->second) {
+      res.status = 404;
+      res.set_content(R"({"error": "no such request"})", "application/json");
+      return;
+    }
+    it->second = true;
+    ++aborts_;
+    res.set_content(R"({"aborted": 1})", "application/json");
+  }
+
+  bool aborted(const std::string& rid) const {
+    std::lock_guard lock(mutex_);
+    const auto it = running_.find(rid);
+    return it != running_.end() && it->second;
+  }
+
+  // The request is over: forgets its rid; whether it was aborted.
+  bool end(const std::string& rid) {
+    std::lock_guard lock(mutex_);
+    const auto it = running_.find(rid);
+    if (it == running_.end()) return false;
+    const bool was_aborted = it->second;
+    running_.erase(it);
+    return was_aborted;
   }
 
   static void sleep_s(double seconds) {
@@ -209,10 +265,17 @@ class FakeServer {
     return text;
   }
 
+  // {"type": "length"} or {"type": "abort"} once it ended, else null.
+  static nlohmann::json native_item(int64_t tokens, const char* finish) {
+    const nlohmann::json reason =
+        finish ? nlohmann::json{{"type", finish}} : nlohmann::json(nullptr);
+    return {{"text", words(tokens)},
+            {"output_ids", std::vector<int>(static_cast<size_t>(tokens), kTheTokenId)},
+            {"meta_info", {{"completion_tokens", tokens}, {"finish_reason", reason}}}};
+  }
+
   nlohmann::json chunk(Api api, int64_t total, int64_t added) const {
-    if (api == Api::Native) {
-      return {{"text", words(total)}, {"meta_info", {{"completion_tokens", total}}}};
-    }
+    if (api == Api::Native) return native_item(total, nullptr);
     nlohmann::json choice = {{"index", 0}};
     if (api == Api::Completions) {
       choice["text"] = words(added);
@@ -225,11 +288,11 @@ class FakeServer {
     return {{"choices", {choice}}, {"usage", usage}};
   }
 
-  static nlohmann::json whole_response(Api api, int64_t tokens) {
+  static nlohmann::json whole_response(Api api, int64_t tokens, bool was_aborted) {
     const nlohmann::json usage = {{"completion_tokens", tokens}};
     switch (api) {
       case Api::Native:
-        return {{"text", words(tokens)}, {"meta_info", {{"completion_tokens", tokens}}}};
+        return native_item(tokens, was_aborted ? "abort" : "length");
       case Api::Completions:
         return {{"choices", {{{"text", words(tokens)}}}}, {"usage", usage}};
       case Api::Chat:
@@ -243,24 +306,30 @@ class FakeServer {
     return sink.write(event.data(), event.size());
   }
 
-  void stream_chunks(Api api, int64_t tokens, bool stalled, httplib::DataSink& sink) const {
+  void stream_chunks(Api api, const Admitted& a, bool stalled, httplib::DataSink& sink) {
     if (api == Api::Chat)
       send(sink, R"({"choices":[{"delta":{"role":"assistant","content":""}}]})");
     wait_before_first_chunk(stalled);
+    const int64_t tokens = a.max_tokens;
     int64_t sent = 0;
     while (sent < tokens) {
       const int64_t added = sent == 0 ? 1 : std::min(config_.tokens_per_chunk, tokens - sent);
       if (sent > 0) sleep_s(config_.chunk_gap_s);
+      if (aborted(a.rid)) break;
       sent += added;
-      if (!send(sink, chunk(api, sent, added).dump())) return;  // the client left
+      if (!send(sink, chunk(api, sent, added).dump())) return left_early(a.rid);
     }
-    if (api != Api::Native) {
-      send(sink, nlohmann::json({{"choices", nlohmann::json::array()},
-                                 {"usage", {{"completion_tokens", tokens}}}})
-                     .dump());
-    }
-    send(sink, "[DONE]");
+    const nlohmann::json last = api == Api::Native
+                                    ? native_item(sent, end(a.rid) ? "abort" : "length")
+                                    : nlohmann::json({{"choices", nlohmann::json::array()},
+                                                      {"usage", {{"completion_tokens", tokens}}}});
+    if (!send(sink, last.dump()) || !send(sink, "[DONE]")) return left_early(a.rid);
     sink.done();
+  }
+
+  void left_early(const std::string& rid) {
+    end(rid);
+    ++streams_left_early_;
   }
 
   // One llama-server chunk: its fixed fields around `choices` (and `extra` fields).
@@ -348,6 +417,9 @@ class FakeServer {
   std::vector<int64_t> tokens_;
   std::vector<std::string> problems_;
   std::atomic<int64_t> flushes_{0};
+  std::atomic<int64_t> aborts_{0};
+  std::atomic<int64_t> streams_left_early_{0};
+  std::map<std::string, bool> running_;  // rid -> aborted, while the request generates
 };
 
 }  // namespace mlaserve::testing
