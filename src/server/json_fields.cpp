@@ -45,7 +45,8 @@ bool is_integer_array(const nlohmann::json& value) {
 // nests anywhere near this deep.
 constexpr int kMaxNestingDepth = 128;
 
-bool refuse_deep_nesting(int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+template <typename Json>
+bool refuse_deep_nesting(int depth, nlohmann::json::parse_event_t event, Json&) {
   const bool opens = event == nlohmann::json::parse_event_t::object_start ||
                      event == nlohmann::json::parse_event_t::array_start;
   // `depth` counts the arrays and objects around the one that opens (0 for the body itself).
@@ -64,15 +65,29 @@ nlohmann::json parse_json_object(const std::string& body) {
   return parsed;
 }
 
-nlohmann::json parse_json_text(const std::string& text, std::string_view what,
-                               std::string_view param) {
+namespace {
+
+template <typename Json>
+Json parse_text(const std::string& text, std::string_view what, std::string_view param) {
   try {
-    return nlohmann::json::parse(text, refuse_deep_nesting);
+    return Json::parse(text, refuse_deep_nesting<Json>);
   } catch (const nlohmann::json::exception& error) {
     // Not just parse_error: a number past double's range such as 1e400 is an out_of_range.
     throw invalid_request(fmt::format("{} is not valid JSON: {}", what, error.what()),
                           std::string(param));
   }
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(const std::string& text, std::string_view what,
+                               std::string_view param) {
+  return parse_text<nlohmann::json>(text, what, param);
+}
+
+nlohmann::ordered_json parse_ordered_json_text(const std::string& text, std::string_view what,
+                                               std::string_view param) {
+  return parse_text<nlohmann::ordered_json>(text, what, param);
 }
 
 const nlohmann::json* field(const nlohmann::json& object, std::string_view key) {

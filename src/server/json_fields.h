@@ -19,6 +19,9 @@ nlohmann::json parse_json_object(const std::string& body);
 // and `param` if it is not valid JSON.
 nlohmann::json parse_json_text(const std::string& text, std::string_view what,
                                std::string_view param);
+// The same, keeping object keys in the text's order (a JSON schema's properties).
+nlohmann::ordered_json parse_ordered_json_text(const std::string& text, std::string_view what,
+                                               std::string_view param);
 
 // The value of `key`, or nullptr when it is absent or null.
 const nlohmann::json* field(const nlohmann::json& object, std::string_view key);

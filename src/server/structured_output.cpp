@@ -23,9 +23,9 @@ class GrammarConstraint final : public sched::TokenConstraint {
         words_(static_cast<size_t>(vocabulary->mask_words())) {}
 
   void fill_allowed(std::span<uint64_t> allowed) override {
-    std::fill(allowed.begin(), allowed.end(), 0);
     if (allowed.size() >= words_) {
-      matcher_.fill_mask(allowed.first(words_));
+      matcher_.fill_mask(allowed.first(words_));  // sets or clears every bit of its words
+      std::fill(allowed.begin() + static_cast<std::ptrdiff_t>(words_), allowed.end(), 0);
       return;
     }
     scratch_.resize(words_);
@@ -193,8 +193,8 @@ grammar::GrammarPtr native_grammar(const nlohmann::json& params, CompiledGrammar
         "regex:" + *regex, [&] { return grammar::regex_grammar(*regex); }, "regex");
   }
   if (!schema_text) return nullptr;
-  (void)parse_json_text(*schema_text, "'json_schema'", "json_schema");  // a 400 if not JSON
-  const auto schema = nlohmann::ordered_json::parse(*schema_text);
+  const nlohmann::ordered_json schema =
+      parse_ordered_json_text(*schema_text, "'json_schema'", "json_schema");
   return grammars.get(
       "json_schema:" + schema.dump(), [&] { return grammar::json_schema_grammar(schema); },
       "json_schema");
