@@ -1,6 +1,12 @@
 // Every kind of client and engine error gets OpenAI's error shape and the right status, and
 // the server keeps serving after each.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include "server/server_test_util.h"
 
@@ -216,6 +222,42 @@ TEST_F(ErrorsTest, BodyOverTheLimitIs413) {
                     }),
                     "application/json");
   expect_error(chunked, 413, "invalid_request_error");
+}
+
+// Sends `request` as it is on a new connection and returns what the server answers within
+// `wait` (the first read only: the status line and headers arrive together).
+std::string send_raw(int port, const std::string& request, std::chrono::seconds wait) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const timeval timeout{static_cast<time_t>(wait.count()), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
+      ::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+    char buffer[4096];
+    const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+    if (got > 0) answer.assign(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return answer;
+}
+
+// HTTP/1.1: a request with neither Content-Length nor a chunked Transfer-Encoding has no body
+// (what `curl -X POST URL` sends); it is answered at once, not after the read timeout.
+TEST_F(ErrorsTest, PostWithoutALengthHasNoBody) {
+  const auto post_bare = [&](const std::string& path) {
+    return send_raw(port(), "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                    std::chrono::seconds(5));
+  };
+  EXPECT_THAT(post_bare("/flush_cache"), ::testing::StartsWith("HTTP/1.1 200"));
+  const std::string empty = post_bare("/v1/completions");
+  EXPECT_THAT(empty, ::testing::StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(empty, HasSubstr("not valid JSON"));
+  EXPECT_THAT(post_bare("/no/such/route"), ::testing::StartsWith("HTTP/1.1 404"));
+  expect_still_serving();
 }
 
 }  // namespace

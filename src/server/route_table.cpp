@@ -39,7 +39,42 @@ void RouteTable::get_public(const std::string& path, Handler handler) {
 
 void RouteTable::post(const std::string& path, Handler handler) {
   methods_by_path_[path].insert("POST");
-  server_.Post(path, guarded(std::move(handler), /*needs_key=*/true));
+  server_.Post(path, reading_body(guarded(std::move(handler), /*needs_key=*/true)));
+}
+
+// cpp-httplib 0.11 reads the body of a POST that has neither Content-Length nor a chunked
+// Transfer-Encoding until the client closes the connection, so `curl -X POST URL` waited out
+// the 30 s read timeout and then got a 400. HTTP/1.1 says such a request has no body (RFC 9112
+// section 6.3). A handler registered with a content reader reads the body itself, which lets it
+// follow the RFC; it also stops a chunked upload as soon as it passes the size limit.
+httplib::Server::HandlerWithContentReader RouteTable::reading_body(Handler handler) const {
+  return [this, handler = std::move(handler)](const httplib::Request& request,
+                                              httplib::Response& response,
+                                              const httplib::ContentReader& read) {
+    const bool chunked =
+        request.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+    if (!request.has_header("Content-Length") && !chunked) return handler(request, response);
+    const size_t limit = context_.options.max_body_bytes;
+    httplib::Request with_body = request;
+    bool over_limit = false;
+    const bool complete = read([&](const char* data, size_t size) {
+      over_limit = with_body.body.size() + size > limit;
+      if (!over_limit) with_body.body.append(data, size);
+      return !over_limit;
+    });
+    if (complete) return handler(with_body, response);
+    // The rest of the body is unread: the connection cannot carry another request.
+    response.set_header("Connection", "close");
+    if (over_limit || response.status == 413) {
+      send_error(
+          response,
+          ApiError(413, fmt::format("Request body is larger than the limit of {} bytes", limit),
+                   "invalid_request_error", "", "request_too_large"));
+    } else {
+      send_error(response,
+                 ApiError(400, "The request body could not be read", "invalid_request_error"));
+    }
+  };
 }
 
 Handler RouteTable::guarded(Handler handler, bool needs_key) const {
@@ -47,13 +82,6 @@ Handler RouteTable::guarded(Handler handler, bool needs_key) const {
                                                          httplib::Response& response) {
     try {
       if (needs_key) check_api_key(request);
-      // cpp-httplib enforces the limit on Content-Length bodies only, not on chunked ones.
-      if (request.body.size() > context_.options.max_body_bytes) {
-        throw ApiError(413,
-                       fmt::format("Request body is larger than the limit of {} bytes",
-                                   context_.options.max_body_bytes),
-                       "invalid_request_error", "", "request_too_large");
-      }
       handler(request, response);
     } catch (const ApiError& error) {
       send_error(response, error);
@@ -77,11 +105,11 @@ void RouteTable::add_fallbacks() {
     answer_unmatched(request, response);
   };
   server_.Get(".*", unmatched);
-  server_.Post(".*", unmatched);
-  server_.Put(".*", unmatched);
-  server_.Patch(".*", unmatched);
-  server_.Delete(".*", unmatched);
   server_.Options(".*", unmatched);
+  server_.Post(".*", reading_body(unmatched));
+  server_.Put(".*", reading_body(unmatched));
+  server_.Patch(".*", reading_body(unmatched));
+  server_.Delete(".*", reading_body(unmatched));
 }
 
 void RouteTable::answer_unmatched(const httplib::Request& request,

@@ -1,6 +1,7 @@
 // The server's routes. Each handler runs behind the checks all routes share (API key, body
-// size) and with errors turned into OpenAI-shaped responses; requests that match no route get
-// 404, or 405 with an Allow header when the path exists under another method.
+// size, a body read only when the request declares one) and with errors turned into
+// OpenAI-shaped responses; requests that match no route get 404, or 405 with an Allow header
+// when the path exists under another method.
 #pragma once
 
 #include <httplib.h>
@@ -33,6 +34,7 @@ class RouteTable {
 
  private:
   Handler guarded(Handler handler, bool needs_key) const;
+  httplib::Server::HandlerWithContentReader reading_body(Handler handler) const;
   void check_api_key(const httplib::Request& request) const;
   void answer_unmatched(const httplib::Request& request, httplib::Response& response) const;
 
