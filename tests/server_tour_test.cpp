@@ -293,7 +293,10 @@ TYPED_TEST(ServerTour, OpenAiStreamsEqualTheirNonStreamedAnswers) {
     EventStream stream = api.stream(endpoint.path, stream_body);
     EXPECT_EQ(stream.status, 200);
     EXPECT_TRUE(stream.done);
-    ASSERT_GT(stream.events.size(), 3u) << "the answer came in one piece";
+    // How the answer is cut depends on timing: each write sends what the engine made since the
+    // last one, and a fast model can finish before the first. src/server/streaming_test.cpp
+    // checks the cuts against a scripted engine; here the pieces must add up to the answer.
+    ASSERT_GE(stream.events.size(), 2u) << "no usage event";
     std::string streamed_text;
     size_t streamed_tokens = 0;
     int finishes = 0;
@@ -392,7 +395,7 @@ TYPED_TEST(ServerTour, GenerateStreamEndsWithTheNonStreamedAnswer) {
   EventStream stream = api.stream("/generate", body);
   EXPECT_EQ(stream.status, 200);
   EXPECT_TRUE(stream.done);
-  ASSERT_GT(stream.events.size(), 1u);
+  ASSERT_FALSE(stream.events.empty());  // one event or more, as the timing cuts the answer
   std::string previous;
   for (const json& event : stream.events) {
     const std::string text = event.value("text", std::string());

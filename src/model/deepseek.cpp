@@ -24,6 +24,9 @@ void copy_columns(const float* src, int64_t src_width, int64_t offset, int64_t r
     std::copy_n(src + r * src_width + offset, width, dst + r * dst_width);
 }
 
+// Rows per job of the decodes' batched absorption products: the GEMV's range.
+constexpr int64_t kDecodeJobRows = 8;
+
 // The first n elements of a reused step buffer, grown when too small; the contents are stale.
 template <typename T>
 T* take(std::vector<T>& buffer, int64_t n) {
@@ -136,6 +139,79 @@ std::vector<float> DeepseekModel::forward(const StepInput& in, cache::LatentKvPo
                       final_hidden->data());
   }
   return logits(x, in.logit_rows, final_norm_, lm_head_, comm);
+}
+
+size_t StepBuffers::bytes() const {
+  size_t total = 0;
+  const auto add = [&total](const auto&... buffers) {
+    ((total += buffers.capacity() * sizeof(buffers[0])), ...);
+  };
+  add(x, h, attn_out, ffn_in, ffn_h, ffn_out, qkv_a, token_shard, q, q_latent, latent, o);
+  add(c_kv, kv_b, k, v, q_absorbed, head_in, head_out, o_latent, gate_up, act, mtp_in);
+  add(router_logits, gates, expert_x, expert_y, logits_h, logits_shard, expert_ids, picks);
+  add(expert_begin, expert_fill, jobs, decodes);
+  return total;
+}
+
+// The bounds of each take() below for a step of T group tokens and N MLP tokens: attention's
+// buffers scale with T (a pure prefill's normal path with its n_new <= T, the absorbed path
+// with its rows R <= T), the MLP's with N, the experts' with N * top_k picks (all of them
+// local in the worst case, EP included). model_test holds a largest step to these sizes.
+size_t DeepseekModel::reserve_step_buffers(int64_t T, int64_t N) {
+  const int64_t H = cfg_.hidden_size, nh = heads_.size(), E = cfg_.n_routed_experts;
+  const int64_t q_lora = cfg_.q_lora_rank, kvl = cfg_.kv_lora_rank, rope = cfg_.qk_rope_head_dim;
+  const int64_t nope = cfg_.qk_nope_head_dim, qk = cfg_.qk_head_dim(), v = cfg_.v_head_dim;
+  const int64_t A = layers_.front().attn.qkv_a.rows(), P = layout_.attn_tp_size;
+  const auto hold = [](auto& buffer, int64_t n) { take(buffer, n); };
+  for (auto* b : {&buf_.x, &buf_.h, &buf_.attn_out, &buf_.logits_h}) hold(*b, T * H);
+  for (auto* b : {&buf_.ffn_in, &buf_.ffn_h, &buf_.ffn_out}) hold(*b, N * H);
+  if (mtp_) hold(buf_.mtp_in, T * 2 * H);
+  hold(buf_.qkv_a, T * A);
+  if (P > 1) hold(buf_.token_shard, (T + P - 1) / P * A);
+  hold(buf_.q, T * nh * qk);
+  hold(buf_.q_latent, T * q_lora);
+  hold(buf_.latent, T * (kvl + rope));
+  hold(buf_.o, T * nh * v);
+  if (!kernels::deterministic_kernels()) {  // the normal path runs only then
+    hold(buf_.c_kv, T * kvl);
+    hold(buf_.kv_b, T * nh * (nope + v));
+    hold(buf_.k, T * nh * qk);
+    hold(buf_.v, T * nh * v);
+  }
+  hold(buf_.q_absorbed, T * nh * (kvl + rope));
+  hold(buf_.head_in, nh * T * std::max({nope, kvl, v}));
+  hold(buf_.head_out, nh * T * std::max({nope, kvl, v}));
+  hold(buf_.o_latent, T * nh * kvl);
+  hold(buf_.logits_shard, T * lm_head_.rows());
+  // Both MLP kinds share gate_up and act: the larger of the dense MLP and the MoE's routed picks
+  // plus its shared expert's rows.
+  const int64_t picks = N * cfg_.router.top_k;
+  int64_t inter = 0;
+  for (const LayerWeights& L : layers_) {
+    if (L.dense) inter = std::max(inter, N * (L.dense->gate_up.rows() / 2));
+    if (!L.moe) continue;
+    const int64_t routed = L.moe->experts.empty() ? 0 : L.moe->experts[0].gate_up.rows() / 2;
+    const int64_t shared = L.moe->shared ? L.moe->shared->gate_up.rows() / 2 : 0;
+    inter = std::max(inter, picks * routed + N * shared);
+    hold(buf_.router_logits, N * E);
+    hold(buf_.gates, picks);
+    hold(buf_.expert_ids, picks);
+    hold(buf_.picks, picks);
+    hold(buf_.expert_x, picks * H);
+    hold(buf_.expert_y, picks * H);
+    hold(buf_.expert_begin, static_cast<int64_t>(L.moe->experts.size()) + 1);
+    hold(buf_.expert_fill, static_cast<int64_t>(L.moe->experts.size()));
+  }
+  hold(buf_.gate_up, 2 * inter);
+  hold(buf_.act, inter);
+  // Matmul jobs: per head, a decode batch's rows in jobs of kDecodeJobRows or an extend's in
+  // one; or every local expert and the shared one.
+  int64_t jobs = nh * ((T + kDecodeJobRows - 1) / kDecodeJobRows);
+  for (const LayerWeights& L : layers_)
+    if (L.moe) jobs = std::max(jobs, static_cast<int64_t>(L.moe->experts.size()) + 1);
+  buf_.jobs.reserve(static_cast<size_t>(jobs));
+  buf_.decodes.reserve(static_cast<size_t>(T));
+  return step_buffer_bytes();
 }
 
 // DeepSeek-V3 MTP: x_i = eh_proj([enorm(embed(t_{i+1})) ; hnorm(h_i)]), one decoder layer with
@@ -258,9 +334,8 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
   // under deterministic kernels, so that a token's attention is computed one way whether its
   // prompt arrives whole, in chunks or after a cached prefix. The step's decodes (one new
   // token each) go through the absorption together: one batch of W_UK and one of W_UV products
-  // over all their rows, in jobs of up to 8 rows (the GEMV's range), instead of two batches per
+  // over all their rows, in jobs of up to kDecodeJobRows rows, instead of two batches per
   // sequence that each re-read every head's weights for a single row.
-  constexpr int64_t kDecodeJobRows = 8;
   const KvRows kv_layer = kv.layer(layer);
   float* o = take(buf_.o, T * nh * v);  // [T, nh, v]
   std::vector<AbsorbedSequence>& decodes = buf_.decodes;

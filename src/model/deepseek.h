@@ -108,6 +108,8 @@ struct StepBuffers {
   std::vector<int64_t> picks, expert_begin, expert_fill;          // moe
   std::vector<kernels::MatmulJob> jobs;
   std::vector<AbsorbedSequence> decodes;  // attention
+
+  size_t bytes() const;  // what the buffers hold (their capacities)
 };
 
 // FLOPs this rank spent per layer kind (2 per multiply-add), for tests and benchmarks.
@@ -165,6 +167,14 @@ class DeepseekModel {
   std::vector<float> mtp_forward(const StepInput& input, const float* final_hidden,
                                  cache::LatentKvPool& kv, StepComm& comm,
                                  std::vector<float>* head_hidden = nullptr);
+
+  // Allocates (and touches) the step buffers for the largest step the scheduler can plan: up to
+  // group_tokens new tokens in this rank's attention group and mlp_tokens in the MLP batch (all
+  // groups of the model instance). A server calls it at start-up, so that its memory is claimed
+  // before the first request (an out-of-memory shows then, not under load) and stays flat
+  // whatever mix of steps follows. Returns step_buffer_bytes().
+  size_t reserve_step_buffers(int64_t group_tokens, int64_t mlp_tokens);
+  size_t step_buffer_bytes() const { return buf_.bytes(); }
 
  private:
   void load(const std::filesystem::path& dir, bool with_mtp);

@@ -22,6 +22,20 @@ Worker::Worker(const parallel::Topology& topology, model::DeepseekModel& model,
 
 Worker::~Worker() = default;
 
+size_t Worker::reserve_step_buffers(int64_t group_tokens) {
+  // The MLP batch is every group of this model instance.
+  size_t bytes =
+      model_.reserve_step_buffers(group_tokens, group_tokens * topology_.groups_per_instance);
+  if (model_.has_mtp()) {  // the MTP pass's inputs: [T, H] each
+    for (std::vector<float>* h : {&final_hidden_, &mtp_hidden_}) {
+      h->resize(static_cast<size_t>(group_tokens * model_.config().hidden_size));
+      h->clear();  // the capacity stays
+      bytes += h->capacity() * sizeof(float);
+    }
+  }
+  return bytes;
+}
+
 std::vector<SequenceResult> Worker::step(const StepPlan* plan_on_rank0, StepPlan* received) {
   parallel::watchdog_begin_step(stats_.steps + 1);
   StepPlan plan = broadcast_plan(plan_on_rank0);

@@ -34,6 +34,10 @@ class Worker {
   // rank 0, every group's results; an empty vector elsewhere. A shutdown plan returns at once.
   std::vector<SequenceResult> step(const StepPlan* plan_on_rank0, StepPlan* received = nullptr);
 
+  // The model's step buffers and this worker's own for steps of up to group_tokens new tokens
+  // per group (DeepseekModel::reserve_step_buffers); returns the bytes they hold.
+  size_t reserve_step_buffers(int64_t group_tokens);
+
   const parallel::Topology& topology() const { return topology_; }
   model::DeepseekModel& model() { return model_; }
   const StepStats& stats() const { return stats_; }

@@ -143,6 +143,21 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   return e;
 }
 
+// The largest step a group can be planned: its decodes (each verifying its drafts under
+// speculation) plus a prompt chunk, never more new tokens than its KV pool holds. Claiming the
+// buffers for it now keeps the memory flat under any mix of steps, and an out-of-memory shows
+// at start-up instead of under load.
+void reserve_step_buffers(runtime::Worker& worker, const sched::EngineOptions& eo, int rank) {
+  const int64_t group_tokens = std::min(
+      eo.limits.chunk_tokens + eo.limits.max_running * (eo.spec_steps + 1), eo.kv_tokens_per_group);
+  const size_t bytes = worker.reserve_step_buffers(group_tokens);
+  spdlog::info(
+      "serve: rank {} holds {:.1f} MB of step buffers for steps of up to {} tokens per "
+      "group; peak RSS so far {:.1f} MB",
+      rank, static_cast<double>(bytes) / 1e6, group_tokens,
+      static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
+}
+
 void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   resolve_defaults(o);
   const parallel::Topology topo =
@@ -158,6 +173,7 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
                static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
   runtime::Worker worker(topo, model,
                          {eo.kv_tokens_per_group, o.model.kv_dtype(), o.parallel.comm_options()});
+  reserve_step_buffers(worker, eo, mpi.rank());
   if (mpi.rank() != 0) return follow_rank0(worker);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
   sched::ServingEngine engine(topo.instances * topo.groups_per_instance, eo);
