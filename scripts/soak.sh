@@ -24,12 +24,9 @@
 #
 # The warm-up is a run like the measured one (other prompts, same faults), so that what fills up
 # once and then stays is in the RSS it is compared with, while anything kept per request grows the
-# measured run's RSS as much as it grew the warm-up's. The largest such high-water mark is the
-# forward's workspace, which grows with the largest step so far (heaptrack: a few allocations in
-# DeepseekModel::forward, ~10 MiB at brown-tiny's size); with the step-time budget on, the prompt
-# tokens per step follow the measured step time, so a larger step can first come at any time and
-# RSS rises by steps of megabytes. The soak therefore fixes the step's prompt tokens
-# (--max-step-time-ms 0, --chunked-prefill-size 1024: 512 per group), which the warm-up reaches.
+# measured run's RSS as much as it grew the warm-up's. The server claims the forward's step
+# buffers for its largest possible step at start-up, so the step-time budget (which raises the
+# prompt tokens per step as it measures the steps) cannot grow them later.
 #
 # Greedy outputs must equal the alone outputs, so the server runs with
 # --enable-deterministic-inference: with it a token's result has the same bits whatever shares its
@@ -84,7 +81,7 @@ trap 'exit 130' INT TERM
 # thread, so the server gets a few threads more than the client's concurrency.
 # shellcheck disable=SC2086  # LAYOUT is a word list
 setsid "$BIN" serve --model models/brown-tiny --port 0 --enable-deterministic-inference \
-  --max-total-tokens "$KV_TOKENS" --max-step-time-ms 0 --chunked-prefill-size 1024 \
+  --max-total-tokens "$KV_TOKENS" \
   --http-threads $((CONCURRENCY + 16)) $LAYOUT \
   >"$OUT/server.log" 2>&1 &
 server=$!
@@ -107,9 +104,8 @@ settle_and_flush() {
     [ "$(info | jq '.engine.running_requests + .engine.waiting_requests')" = 0 ] && break
     sleep 0.1
   done
-  # -d "": a POST without Content-Length makes the server read a body until it times out.
   for _ in $(seq 50); do
-    curl -sf -X POST -d "" "$URL/flush_cache" >/dev/null && return 0
+    curl -sf -X POST "$URL/flush_cache" >/dev/null && return 0
     sleep 0.2
   done
   return 1

@@ -91,10 +91,9 @@ dnnl::matmul cached_primitive(const Shape& s, bool packed, const memory::desc& w
 memory source_memory(const float* x, int64_t m, int64_t k, memory::data_type type) {
   const memory::desc desc({m, k}, type, Tag::ab);
   if (type == memory::data_type::f32) return memory(desc, cpu_engine(), const_cast<float*>(x));
-  thread_local std::vector<bf16> rounded;
-  rounded.resize(static_cast<size_t>(m * k));
-  round_rows_to_bf16(x, m, k, k, rounded.data());
-  return memory(desc, cpu_engine(), rounded.data());
+  bf16* rounded = rounded_x_scratch(m * k);
+  round_rows_to_bf16(x, m, k, k, rounded);
+  return memory(desc, cpu_engine(), rounded);
 }
 
 void execute(const Shape& s, const dnnl::matmul& primitive, const memory& source,

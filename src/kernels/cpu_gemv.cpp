@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/avx512_util.h"
 #include "kernels/gemv.h"
 #include "kernels/parallel.h"
@@ -223,7 +224,7 @@ void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t firs
 }
 
 int64_t padded_cols(const GemvJob& job) {
-  return (job.k + 31) / 32 * 32;
+  return gemv_x_values(1, job.k);
 }
 
 int64_t row_bytes(const GemvJob& job) {
@@ -260,30 +261,49 @@ void round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t out_
   });
 }
 
+namespace {
+thread_local std::vector<bf16> t_rounded_x;
+}  // namespace
+
+bf16* rounded_x_scratch(int64_t values) {
+  return take(t_rounded_x, values);
+}
+
+void reserve_matmul_scratch(int64_t rows, int64_t cols) {
+  rounded_x_scratch(gemv_x_values(rows, cols));  // >= the oneDNN path's rows * cols
+}
+
+size_t matmul_scratch_bytes() {
+  return t_rounded_x.capacity() * sizeof(bf16);
+}
+
+int64_t gemv_x_values(int64_t rows, int64_t k) {
+  return rows * ((k + 31) / 32 * 32);
+}
+
 void gemv_batch(std::span<const GemvJob> jobs) {
   // x of every BF16/FP8/INT8 job rounded once, zero-padded to whole 32-column chunks (no x tail
   // masks).
-  thread_local std::vector<bf16> rounded;
   thread_local std::vector<int64_t> offsets;
   offsets.assign(jobs.size() + 1, 0);
   for (size_t j = 0; j < jobs.size(); ++j) {
-    offsets[j + 1] = offsets[j] + (rounds_x(jobs[j]) ? jobs[j].m * padded_cols(jobs[j]) : 0);
+    offsets[j + 1] = offsets[j] + (rounds_x(jobs[j]) ? gemv_x_values(jobs[j].m, jobs[j].k) : 0);
   }
-  rounded.resize(static_cast<size_t>(offsets.back()));
+  bf16* rounded = rounded_x_scratch(offsets.back());
   int64_t total_bytes = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const GemvJob& job = jobs[j];
     if (rounds_x(job)) {
       for (int64_t i = 0; i < job.m; ++i) {
         round_row_to_bf16(job.x + i * job.k, job.k, padded_cols(job),
-                          rounded.data() + offsets[j] + i * padded_cols(job));
+                          rounded + offsets[j] + i * padded_cols(job));
       }
     }
     total_bytes += job.n * row_bytes(job);
   }
   // Each thread takes one contiguous byte range of all jobs' weights, so each core streams
   // its own share once whatever the mix of sizes.
-  const bf16* xb = rounded.data();
+  const bf16* xb = rounded;
   const int64_t* x_offsets = offsets.data();
   const bool parallel =
       total_bytes >= (parallel_threads_awake() ? kMinParallelBytesAwake : kMinParallelBytesAsleep);

@@ -38,6 +38,12 @@ void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t 
 void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out);
 void dequantize_rows_f32(const Weight& w, int64_t first, int64_t last, float* out);
 
+// The calling thread's scratch for x rounded to bf16 (gemv_batch, the oneDNN bf16 GEMM): its
+// first `values` elements, grown when too small and kept across calls.
+bf16* rounded_x_scratch(int64_t values);
+// Scratch values gemv_batch rounds for `rows` rows of k columns (padded to 32 columns).
+int64_t gemv_x_values(int64_t rows, int64_t k);
+
 // One-job forms of gemv_batch.
 void gemv_f32(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y);
 void gemv_bf16(const float* x, int64_t m, const bf16* w, int64_t n, int64_t k, float* y);

@@ -130,6 +130,12 @@ struct MatmulJob {
 // weights at once, and the others one after another.
 void matmul_batch(std::span<const MatmulJob> jobs);
 
+// Claims the calling thread's scratch for matmul()/matmul_batch() calls whose x operands hold
+// up to `rows` rows of up to `cols` columns in all (the rows of a batch's jobs added up), so that
+// later calls allocate none; the scratch only grows. matmul_scratch_bytes(): what it holds.
+void reserve_matmul_scratch(int64_t rows, int64_t cols);
+size_t matmul_scratch_bytes();
+
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * gamma, for r < rows. y may alias x.
 void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y);
 

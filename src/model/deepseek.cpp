@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/scratch.h"
 
 namespace mlaserve::model {
 
@@ -27,12 +28,12 @@ void copy_columns(const float* src, int64_t src_width, int64_t offset, int64_t r
 // Rows per job of the decodes' batched absorption products: the GEMV's range.
 constexpr int64_t kDecodeJobRows = 8;
 
-// The first n elements of a reused step buffer, grown when too small; the contents are stale.
-template <typename T>
-T* take(std::vector<T>& buffer, int64_t n) {
-  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
-  return buffer.data();
-}
+// The FFN runs on blocks of at most this many rows. Its buffers are a step's largest (every
+// expert pick's input and output, [rows * top_k, H] each, and the experts' intermediates), and
+// past a few hundred rows a block's GEMMs run as fast as one: a prefill of 8,192 tokens of the
+// bench model holds ~1 GB less this way and re-reads each expert's weights 8 times, a few
+// milliseconds per layer against seconds of compute.
+constexpr int64_t kFfnBlockRows = 1024;
 
 }  // namespace
 
@@ -153,17 +154,19 @@ size_t StepBuffers::bytes() const {
   return total;
 }
 
-// The bounds of each take() below for a step of T group tokens and N MLP tokens: attention's
-// buffers scale with T (a pure prefill's normal path with its n_new <= T, the absorbed path
-// with its rows R <= T), the MLP's with N, the experts' with N * top_k picks (all of them
-// local in the worst case, EP included). model_test holds a largest step to these sizes.
-size_t DeepseekModel::reserve_step_buffers(int64_t T, int64_t N) {
+// The bounds of each take() below for a step of T group tokens, N MLP tokens and R rows of
+// logits: attention's buffers scale with T (a pure prefill's normal path with its n_new <= T, the
+// absorbed path with its rows <= T), the FFN's input and output with N, its intermediates with
+// one block of B = min(N, kFfnBlockRows) rows, the experts' with B * top_k picks (all of them
+// local in the worst case, EP included). step_buffers_test holds a largest step to them.
+size_t DeepseekModel::reserve_step_buffers(int64_t T, int64_t N, int64_t R) {
   const int64_t H = cfg_.hidden_size, nh = heads_.size(), E = cfg_.n_routed_experts;
   const int64_t q_lora = cfg_.q_lora_rank, kvl = cfg_.kv_lora_rank, rope = cfg_.qk_rope_head_dim;
   const int64_t nope = cfg_.qk_nope_head_dim, qk = cfg_.qk_head_dim(), v = cfg_.v_head_dim;
   const int64_t A = layers_.front().attn.qkv_a.rows(), P = layout_.attn_tp_size;
+  const int64_t head_dim = std::max({nope, kvl, v});
   const auto hold = [](auto& buffer, int64_t n) { take(buffer, n); };
-  for (auto* b : {&buf_.x, &buf_.h, &buf_.attn_out, &buf_.logits_h}) hold(*b, T * H);
+  for (auto* b : {&buf_.x, &buf_.h, &buf_.attn_out}) hold(*b, T * H);
   for (auto* b : {&buf_.ffn_in, &buf_.ffn_h, &buf_.ffn_out}) hold(*b, N * H);
   if (mtp_) hold(buf_.mtp_in, T * 2 * H);
   hold(buf_.qkv_a, T * A);
@@ -179,21 +182,27 @@ size_t DeepseekModel::reserve_step_buffers(int64_t T, int64_t N) {
     hold(buf_.v, T * nh * v);
   }
   hold(buf_.q_absorbed, T * nh * (kvl + rope));
-  hold(buf_.head_in, nh * T * std::max({nope, kvl, v}));
-  hold(buf_.head_out, nh * T * std::max({nope, kvl, v}));
+  hold(buf_.head_in, nh * T * head_dim);
+  hold(buf_.head_out, nh * T * head_dim);
   hold(buf_.o_latent, T * nh * kvl);
-  hold(buf_.logits_shard, T * lm_head_.rows());
+  hold(buf_.logits_h, R * H);
+  hold(buf_.logits_shard, R * lm_head_.rows());
   // Both MLP kinds share gate_up and act: the larger of the dense MLP and the MoE's routed picks
-  // plus its shared expert's rows.
-  const int64_t picks = N * cfg_.router.top_k;
-  int64_t inter = 0;
+  // plus its shared expert's rows, for one block of B rows.
+  const int64_t B = std::min(N, kFfnBlockRows), picks = B * cfg_.router.top_k;
+  int64_t inter = 0, ffn_rows = B, ffn_cols = 0;  // the down projections' x: [rows, cols]
   for (const LayerWeights& L : layers_) {
-    if (L.dense) inter = std::max(inter, N * (L.dense->gate_up.rows() / 2));
+    if (L.dense) {
+      inter = std::max(inter, B * (L.dense->gate_up.rows() / 2));
+      ffn_cols = std::max(ffn_cols, L.dense->gate_up.rows() / 2);
+    }
     if (!L.moe) continue;
     const int64_t routed = L.moe->experts.empty() ? 0 : L.moe->experts[0].gate_up.rows() / 2;
     const int64_t shared = L.moe->shared ? L.moe->shared->gate_up.rows() / 2 : 0;
-    inter = std::max(inter, picks * routed + N * shared);
-    hold(buf_.router_logits, N * E);
+    inter = std::max(inter, picks * routed + B * shared);
+    ffn_rows = std::max(ffn_rows, picks + B);
+    ffn_cols = std::max({ffn_cols, routed, shared});
+    hold(buf_.router_logits, B * E);
     hold(buf_.gates, picks);
     hold(buf_.expert_ids, picks);
     hold(buf_.picks, picks);
@@ -211,7 +220,16 @@ size_t DeepseekModel::reserve_step_buffers(int64_t T, int64_t N) {
     if (L.moe) jobs = std::max(jobs, static_cast<int64_t>(L.moe->experts.size()) + 1);
   buf_.jobs.reserve(static_cast<size_t>(jobs));
   buf_.decodes.reserve(static_cast<size_t>(T));
+  // The matmuls' x operands [rows, cols] (a batch's jobs together), for the kernels' scratch.
+  const std::pair<int64_t, int64_t> operands[] = {
+      {T, mtp_ ? 2 * H : H}, {T, q_lora},          {T, kvl}, {T, nh * v}, {nh * T, head_dim},
+      {ffn_rows, H},         {ffn_rows, ffn_cols}, {R, H}};
+  for (const auto& [rows, cols] : operands) kernels::reserve_matmul_scratch(rows, cols);
   return step_buffer_bytes();
+}
+
+size_t DeepseekModel::step_buffer_bytes() const {
+  return buf_.bytes() + kernels::matmul_scratch_bytes();
 }
 
 // DeepSeek-V3 MTP: x_i = eh_proj([enorm(embed(t_{i+1})) ; hnorm(h_i)]), one decoder layer with
@@ -255,10 +273,13 @@ void DeepseekModel::decoder_layer(const LayerWeights& w, int64_t kv_layer, const
   float* ffn_h = take(buf_.ffn_h, N * H);
   float* ffn_out = take(buf_.ffn_out, N * H);
   kernels::rms_norm(ffn_in.data(), w.mlp_norm.data(), N, H, eps, ffn_h);
-  if (w.dense) {
-    mlp(*w.dense, ffn_h, N, ffn_out, FlopKind::Mlp);
-  } else {
-    moe(*w.moe, ffn_h, N, ffn_out);
+  for (int64_t first = 0; first < N; first += kFfnBlockRows) {
+    const int64_t rows = std::min(kFfnBlockRows, N - first);
+    if (w.dense) {
+      mlp(*w.dense, ffn_h + first * H, rows, ffn_out + first * H, FlopKind::Mlp);
+    } else {
+      moe(*w.moe, ffn_h + first * H, rows, ffn_out + first * H);
+    }
   }
   comm.mlp_to_attention(ffn_out, x, T, H);
 }
@@ -476,9 +497,10 @@ void DeepseekModel::mlp(const MlpWeights& w, const float* x, int64_t rows, float
 }
 
 // DeepSeekMoE: each token picks top_k routed experts; out = shared(x) + Σ w_k · expert_k(x).
-// The picks are grouped by expert, so each active expert's weights stream once per step, and
-// all active experts and the shared expert run together: one batch of gate_up products, one
-// of down products (at decode, every expert's few rows go to the GEMV in a single pass).
+// The picks are grouped by expert, so each active expert's weights stream once per call (a
+// step, or an FFN block of a longer one), and all active experts and the shared expert run
+// together: one batch of gate_up products, one of down products (at decode, every expert's few
+// rows go to the GEMV in a single pass).
 void DeepseekModel::moe(const MoeWeights& w, const float* x, int64_t rows, float* out) {
   const int64_t H = cfg_.hidden_size, E = cfg_.n_routed_experts, k = cfg_.router.top_k;
   float* router_logits = take(buf_.router_logits, rows * E);

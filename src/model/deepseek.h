@@ -168,13 +168,14 @@ class DeepseekModel {
                                  cache::LatentKvPool& kv, StepComm& comm,
                                  std::vector<float>* head_hidden = nullptr);
 
-  // Allocates (and touches) the step buffers for the largest step the scheduler can plan: up to
-  // group_tokens new tokens in this rank's attention group and mlp_tokens in the MLP batch (all
-  // groups of the model instance). A server calls it at start-up, so that its memory is claimed
-  // before the first request (an out-of-memory shows then, not under load) and stays flat
-  // whatever mix of steps follows. Returns step_buffer_bytes().
-  size_t reserve_step_buffers(int64_t group_tokens, int64_t mlp_tokens);
-  size_t step_buffer_bytes() const { return buf_.bytes(); }
+  // Allocates the step buffers, and the calling thread's matmul scratch, for the largest step
+  // the scheduler can plan: up to group_tokens new tokens in this rank's attention group,
+  // mlp_tokens in the MLP batch (all groups of the model instance) and logit_rows rows of
+  // logits. A server calls it at start-up, so that its memory is claimed before the first
+  // request (an out-of-memory shows then, not under load) and stays flat whatever mix of steps
+  // follows. Returns step_buffer_bytes(): what they hold.
+  size_t reserve_step_buffers(int64_t group_tokens, int64_t mlp_tokens, int64_t logit_rows);
+  size_t step_buffer_bytes() const;
 
  private:
   void load(const std::filesystem::path& dir, bool with_mtp);

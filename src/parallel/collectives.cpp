@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/scratch.h"
 #include "kernels/ops.h"
 
 namespace mlaserve::parallel {
@@ -61,10 +62,10 @@ bool sums_in_rank_order(int size) {
 }
 
 // out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ..., parts [size, count].
-void rank_ordered_sum(const std::vector<float>& parts, int size, int64_t count, float* out) {
+void rank_ordered_sum(const float* parts, int size, int64_t count, float* out) {
   for (int64_t i = 0; i < count; ++i) {
-    float sum = parts[static_cast<size_t>(i)];
-    for (int r = 1; r < size; ++r) sum += parts[static_cast<size_t>(r * count + i)];
+    float sum = parts[i];
+    for (int r = 1; r < size; ++r) sum += parts[r * count + i];
     out[i] = sum;
   }
 }
@@ -103,14 +104,18 @@ void Collectives::check_entry(CollectiveOp op, int64_t count) {
   }
 }
 
+void Collectives::reserve(int64_t max_count) {
+  if (sums_in_rank_order(size_)) take(parts_, max_count * size_);
+}
+
 void Collectives::all_reduce_sum(float* data, int64_t count) {
   const CollectiveWait wait = enter(CollectiveOp::AllReduce, count, count * 4);
   if (size_ == 1) return;
   const int n = checked_int(count, "all_reduce");
   if (sums_in_rank_order(size_)) {
-    std::vector<float> parts(static_cast<size_t>(size_ * count));
-    MPI_Allgather(data, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT, comm_);
-    rank_ordered_sum(parts, size_, count, data);
+    float* all = take(parts_, size_ * count);
+    MPI_Allgather(data, n, MPI_FLOAT, all, n, MPI_FLOAT, comm_);
+    rank_ordered_sum(all, size_, count, data);
     return;
   }
   MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, comm_);
@@ -139,9 +144,9 @@ void Collectives::reduce_scatter(const float* send, int64_t count, float* recv) 
   const CollectiveWait wait = enter(CollectiveOp::ReduceScatter, count, count * size_ * 4);
   const int n = checked_int(count, "reduce_scatter");
   if (sums_in_rank_order(size_)) {
-    std::vector<float> parts(static_cast<size_t>(size_ * count));  // every rank's block `rank_`
-    MPI_Alltoall(send, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT, comm_);
-    rank_ordered_sum(parts, size_, count, recv);
+    float* blocks = take(parts_, size_ * count);  // every rank's block `rank_`
+    MPI_Alltoall(send, n, MPI_FLOAT, blocks, n, MPI_FLOAT, comm_);
+    rank_ordered_sum(blocks, size_, count, recv);
     return;
   }
   MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm_);
@@ -160,10 +165,10 @@ void Collectives::reduce_scatter_v(const float* send, const std::vector<int64_t>
       send_displs[r] = send_displs[r - 1] + ints[r - 1];
       recv_displs[r] = recv_displs[r - 1] + mine;
     }
-    std::vector<float> parts(static_cast<size_t>(size_) * static_cast<size_t>(mine));
-    MPI_Alltoallv(send, ints.data(), send_displs.data(), MPI_FLOAT, parts.data(),
-                  recv_counts.data(), recv_displs.data(), MPI_FLOAT, comm_);
-    rank_ordered_sum(parts, size_, mine, recv);
+    float* blocks = take(parts_, static_cast<int64_t>(size_) * mine);
+    MPI_Alltoallv(send, ints.data(), send_displs.data(), MPI_FLOAT, blocks, recv_counts.data(),
+                  recv_displs.data(), MPI_FLOAT, comm_);
+    rank_ordered_sum(blocks, size_, mine, recv);
     return;
   }
   MPI_Reduce_scatter(send, recv, ints.data(), MPI_FLOAT, MPI_SUM, comm_);

@@ -53,6 +53,11 @@ class Collectives {
   void reduce_scatter_v(const float* send, const std::vector<int64_t>& counts, float* recv);
   void broadcast(void* data, int64_t bytes, int root);
 
+  // Allocates the scratch the sums need for counts up to max_count (all_reduce_sum's count, the
+  // whole send buffer of a reduce-scatter), so that steps reuse it instead of allocating.
+  void reserve(int64_t max_count);
+  size_t scratch_bytes() const { return parts_.capacity() * sizeof(float); }
+
  private:
   // Counts the call, runs the check, and returns the watchdog's wait for the collective itself.
   CollectiveWait enter(CollectiveOp op, int64_t count, int64_t bytes);
@@ -64,6 +69,7 @@ class Collectives {
   bool check_ = false;
   int size_ = 1, rank_ = 0;
   int64_t layer_ = -1;
+  std::vector<float> parts_;  // rank-ordered sums gather every rank's part here
 };
 
 }  // namespace mlaserve::parallel

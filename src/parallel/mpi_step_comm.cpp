@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/scratch.h"
 #include "kernels/ops.h"
 
 namespace mlaserve::parallel {
@@ -40,6 +41,30 @@ void MpiStepComm::begin_step(const std::vector<int64_t>& group_rows, bool any_ex
   gather_ = plan_gather(group_rows, any_extend, fixed ? PaddingPolicy::SumLen : options_.padding);
   scatter_ = plan_scatter(gather_, attn_tp_.size());
   begin_layer(-1);  // the embedding's collectives come before layer 0; the check names it -1
+}
+
+// The bounds of each take() below for T rows per group: a group's rows padded to whole blocks
+// of attn_tp rows (ReduceScatterBlock's rounding) is the largest per-group count, and the
+// groups' rows together (N) the largest per-instance one; an all-reduce or reduce-scatter over
+// tp moves at most N rows, one over attn_tp (the embedding, o_proj) a group's.
+size_t MpiStepComm::reserve(int64_t group_tokens, int64_t logit_rows, int64_t hidden,
+                            int64_t vocab) {
+  const int64_t P = attn_tp_.size();
+  const int64_t group_values = (group_tokens + P - 1) / P * P * hidden;
+  const int64_t all_values = group_values * topology_.groups_per_instance;
+  for (std::vector<float>* b : {&summed_, &padded_, &gathered_}) take(*b, all_values);
+  take(shard_, group_values);
+  take(vocab_blocks_, logit_rows * vocab);
+  tp_.reserve(all_values);
+  attn_tp_.reserve(group_values);
+  return scratch_bytes();
+}
+
+size_t MpiStepComm::scratch_bytes() const {
+  size_t bytes = tp_.scratch_bytes() + attn_tp_.scratch_bytes() + cross_dp_.scratch_bytes();
+  for (const std::vector<float>* b : {&summed_, &padded_, &gathered_, &shard_, &vocab_blocks_})
+    bytes += b->capacity() * sizeof(float);
+  return bytes;
 }
 
 void MpiStepComm::begin_layer(int64_t layer) {
@@ -87,9 +112,10 @@ void MpiStepComm::attention_to_mlp(const float* attn_partial, float* residual, i
     return;
   }
   // MaxLen / Exact: complete the o_proj sum inside the group, then gather groups' rows.
-  std::vector<float> summed(attn_partial, attn_partial + local);
-  attn_tp_.all_reduce_sum(summed.data(), local);
-  for (int64_t i = 0; i < local; ++i) residual[i] += summed[static_cast<size_t>(i)];
+  float* summed = take(summed_, local);
+  std::copy_n(attn_partial, local, summed);
+  attn_tp_.all_reduce_sum(summed, local);
+  for (int64_t i = 0; i < local; ++i) residual[i] += summed[i];
   gather_reduced_rows(residual, hidden, mlp_input);
 }
 
@@ -107,12 +133,13 @@ void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden,
     return;
   }
   const int64_t block = gather_.max_rows * hidden;
-  std::vector<float> padded(static_cast<size_t>(block), 0.0f),
-      all(static_cast<size_t>(block * cross_dp_.size()));
-  std::copy_n(local, n_local * hidden, padded.data());
-  cross_dp_.all_gather(padded.data(), block, all.data());
+  float* padded = take(padded_, block);
+  float* all = take(gathered_, block * cross_dp_.size());
+  std::copy_n(local, n_local * hidden, padded);
+  std::fill(padded + n_local * hidden, padded + block, 0.0f);
+  cross_dp_.all_gather(padded, block, all);
   for (size_t d = 0; d < gather_.rows.size(); ++d) {
-    std::copy_n(all.data() + static_cast<int64_t>(d) * block, gather_.rows[d] * hidden,
+    std::copy_n(all + static_cast<int64_t>(d) * block, gather_.rows[d] * hidden,
                 mlp_input.data() + gather_.offsets[d] * hidden);
   }
 }
@@ -120,49 +147,47 @@ void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden,
 void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
                                    int64_t hidden) {
   const ScatterLayout& s = scatter_;
-  std::vector<float> summed;
   const float* mine = nullptr;  // this group's summed rows [n_local, hidden]
   if (s.mode == ScatterMode::AllReduce) {
-    summed.assign(mlp_partial, mlp_partial + s.buffer_rows * hidden);
-    tp_.all_reduce_sum(summed.data(), s.buffer_rows * hidden);
-    mine =
-        summed.data() + s.group_start[static_cast<size_t>(topology_.group_in_instance())] * hidden;
+    float* summed = take(summed_, s.buffer_rows * hidden);
+    std::copy_n(mlp_partial, s.buffer_rows * hidden, summed);
+    tp_.all_reduce_sum(summed, s.buffer_rows * hidden);
+    mine = summed + s.group_start[static_cast<size_t>(topology_.group_in_instance())] * hidden;
   } else {
-    summed = reduce_scatter_group_rows(mlp_partial, hidden);
-    mine = summed.data();
+    mine = reduce_scatter_group_rows(mlp_partial, hidden);
   }
   for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
 }
 
 // Reduce-scatter over tp (this rank gets its shard of its group's rows), then all-gather the
 // shards over attn_tp (see plan_scatter). Returns the group's summed rows.
-std::vector<float> MpiStepComm::reduce_scatter_group_rows(const float* mlp_partial,
-                                                          int64_t hidden) {
+const float* MpiStepComm::reduce_scatter_group_rows(const float* mlp_partial, int64_t hidden) {
   const ScatterLayout& s = scatter_;
   const int group = topology_.group_in_instance(), P = attn_tp_.size();
   std::vector<int64_t> counts;  // values per tp rank
   for (int64_t rows : s.rank_rows) counts.push_back(rows * hidden);
   const std::vector<int64_t> group_counts(counts.begin() + group * P,
                                           counts.begin() + (group + 1) * P);
-  std::vector<float> shard(static_cast<size_t>(counts[static_cast<size_t>(tp_.rank())]));
+  float* shard = take(shard_, counts[static_cast<size_t>(tp_.rank())]);
   if (s.mode == ScatterMode::ReduceScatterBlock) {
     // The MLP ran on the groups' rows back to back; pad each group to its blocks.
-    std::vector<float> padded(static_cast<size_t>(s.buffer_rows * hidden), 0.0f);
+    float* padded = take(padded_, s.buffer_rows * hidden);
+    std::fill(padded, padded + s.buffer_rows * hidden, 0.0f);
     for (size_t d = 0; d < gather_.rows.size(); ++d) {
       std::copy_n(mlp_partial + gather_.offsets[d] * hidden, gather_.rows[d] * hidden,
-                  padded.data() + s.group_start[d] * hidden);
+                  padded + s.group_start[d] * hidden);
     }
-    tp_.reduce_scatter(padded.data(), counts.front(), shard.data());
+    tp_.reduce_scatter(padded, counts.front(), shard);
   } else {
-    tp_.reduce_scatter_v(mlp_partial, counts, shard.data());
+    tp_.reduce_scatter_v(mlp_partial, counts, shard);
   }
   if (P == 1) return shard;
-  std::vector<float> rows(
-      static_cast<size_t>(std::accumulate(group_counts.begin(), group_counts.end(), int64_t{0})));
+  float* rows =
+      take(gathered_, std::accumulate(group_counts.begin(), group_counts.end(), int64_t{0}));
   if (s.mode == ScatterMode::ReduceScatterBlock) {
-    attn_tp_.all_gather(shard.data(), counts.front(), rows.data());
+    attn_tp_.all_gather(shard, counts.front(), rows);
   } else {
-    attn_tp_.all_gather_v(shard.data(), group_counts, rows.data());
+    attn_tp_.all_gather_v(shard, group_counts, rows);
   }
   return rows;
 }
@@ -175,14 +200,14 @@ void MpiStepComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t 
   std::vector<int64_t> counts(static_cast<size_t>(P));
   for (int r = 0; r < P; ++r)
     counts[static_cast<size_t>(r)] = rows * model::shard_range(vocab, r, P).size();
-  std::vector<float> blocks(static_cast<size_t>(rows * vocab));
-  attn_tp_.all_gather_v(logits_shard, counts, blocks.data());
+  float* blocks = take(vocab_blocks_, rows * vocab);
+  attn_tp_.all_gather_v(logits_shard, counts, blocks);
   // blocks: [rank][rows][shard] -> logits: [rows][vocab]
   int64_t at = 0;
   for (int r = 0; r < P; ++r) {
     const model::Range range = model::shard_range(vocab, r, P);
     for (int64_t row = 0; row < rows; ++row, at += range.size()) {
-      std::copy_n(blocks.data() + at, range.size(), logits + row * vocab + range.begin);
+      std::copy_n(blocks + at, range.size(), logits + row * vocab + range.begin);
     }
   }
 }

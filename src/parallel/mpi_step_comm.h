@@ -38,6 +38,11 @@ class MpiStepComm final : public model::StepComm {
   // order, and whether any of them extends (prefill). Every rank passes the same values.
   void begin_step(const std::vector<int64_t>& group_rows, bool any_extend);
   const GatherLayout& gather_layout() const { return gather_; }
+
+  // Allocates the scratch of steps of up to group_tokens rows per DP group and logit_rows rows
+  // of logits, so that no step allocates; returns the bytes held (scratch_bytes()).
+  size_t reserve(int64_t group_tokens, int64_t logit_rows, int64_t hidden, int64_t vocab);
+  size_t scratch_bytes() const;
   const CommStats& stats() const { return stats_; }
 
   void begin_layer(int64_t layer) override;
@@ -53,7 +58,7 @@ class MpiStepComm final : public model::StepComm {
 
  private:
   void gather_reduced_rows(const float* local, int64_t hidden, std::vector<float>& mlp_input);
-  std::vector<float> reduce_scatter_group_rows(const float* mlp_partial, int64_t hidden);
+  const float* reduce_scatter_group_rows(const float* mlp_partial, int64_t hidden);
 
   const Topology& topology_;
   StepCommOptions options_;
@@ -62,6 +67,9 @@ class MpiStepComm final : public model::StepComm {
   GatherLayout gather_;
   ScatterLayout scatter_;
   bool any_extend_ = false;
+  // Scratch kept across steps (core/scratch.h): a group's summed rows, zero-padded blocks,
+  // gathered blocks or rows, this rank's reduce-scatter shard, the vocab blocks of the logits.
+  std::vector<float> summed_, padded_, gathered_, shard_, vocab_blocks_;
 };
 
 }  // namespace mlaserve::parallel

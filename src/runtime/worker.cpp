@@ -22,13 +22,15 @@ Worker::Worker(const parallel::Topology& topology, model::DeepseekModel& model,
 
 Worker::~Worker() = default;
 
-size_t Worker::reserve_step_buffers(int64_t group_tokens) {
+size_t Worker::reserve_step_buffers(int64_t group_tokens, int64_t logit_rows) {
+  const model::ModelConfig& cfg = model_.config();
   // The MLP batch is every group of this model instance.
-  size_t bytes =
-      model_.reserve_step_buffers(group_tokens, group_tokens * topology_.groups_per_instance);
+  size_t bytes = model_.reserve_step_buffers(
+      group_tokens, group_tokens * topology_.groups_per_instance, logit_rows);
+  bytes += step_comm_.reserve(group_tokens, logit_rows, cfg.hidden_size, cfg.vocab_size);
   if (model_.has_mtp()) {  // the MTP pass's inputs: [T, H] each
     for (std::vector<float>* h : {&final_hidden_, &mtp_hidden_}) {
-      h->resize(static_cast<size_t>(group_tokens * model_.config().hidden_size));
+      h->resize(static_cast<size_t>(group_tokens * cfg.hidden_size));
       h->clear();  // the capacity stays
       bytes += h->capacity() * sizeof(float);
     }
@@ -206,7 +208,10 @@ Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float*
 // mtp_tokens. Its logits at a drafting sequence's accepted row give the first draft; each chained
 // pass then runs one row per drafting sequence, at the next position, with the previous draft
 // and the previous pass's normalised output as h. Every group of the instance runs every pass
-// (an idle one with 0 rows) so the collectives match. Returns the teacher-forced rows' logits.
+// (an idle one with 0 rows) so the collectives match. Returns the teacher-forced rows' logits,
+// computed only for the sequences that return logits (eval): a served prompt's chunks run the
+// MTP module for its cache alone, and the lm_head over every prompt token would cost more than
+// the module itself.
 std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation>& spec) {
   std::vector<int64_t> group_rows, drafting_rows;
   bool any_extend = false;
@@ -247,7 +252,7 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
     const int64_t first = static_cast<int64_t>(in.tokens.size()) - n;
     if (s.drafts_next()) {
       draft_rows.push_back(first + spec[i].accepted_row);
-    } else {
+    } else if (s.return_logits) {  // a prompt chunk's rows only fill the MTP module's cache
       for (int64_t j = 0; j < n; ++j) teacher_rows.push_back(first + j);
     }
     h.insert(h.end(), final_hidden_.begin() + row * H, final_hidden_.begin() + (row + n) * H);

@@ -34,9 +34,10 @@ class Worker {
   // rank 0, every group's results; an empty vector elsewhere. A shutdown plan returns at once.
   std::vector<SequenceResult> step(const StepPlan* plan_on_rank0, StepPlan* received = nullptr);
 
-  // The model's step buffers and this worker's own for steps of up to group_tokens new tokens
-  // per group (DeepseekModel::reserve_step_buffers); returns the bytes they hold.
-  size_t reserve_step_buffers(int64_t group_tokens);
+  // Claims the memory of steps of up to group_tokens new tokens per group and logit_rows rows
+  // of logits: the model's step buffers and matmul scratch (DeepseekModel::reserve_step_buffers),
+  // the collectives' scratch and this worker's own. Returns the bytes they hold.
+  size_t reserve_step_buffers(int64_t group_tokens, int64_t logit_rows);
 
   const parallel::Topology& topology() const { return topology_; }
   model::DeepseekModel& model() { return model_; }

@@ -144,13 +144,15 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
 }
 
 // The largest step a group can be planned: its decodes (each verifying its drafts under
-// speculation) plus a prompt chunk, never more new tokens than its KV pool holds. Claiming the
-// buffers for it now keeps the memory flat under any mix of steps, and an out-of-memory shows
-// at start-up instead of under load.
+// speculation) plus a prompt chunk, never more new tokens than its KV pool holds; logits for
+// each running request's last token, or its verified drafts. Claiming the memory for it now
+// keeps it flat under any mix of steps, and an out-of-memory shows at start-up, not under load.
 void reserve_step_buffers(runtime::Worker& worker, const sched::EngineOptions& eo, int rank) {
-  const int64_t group_tokens = std::min(
-      eo.limits.chunk_tokens + eo.limits.max_running * (eo.spec_steps + 1), eo.kv_tokens_per_group);
-  const size_t bytes = worker.reserve_step_buffers(group_tokens);
+  const int64_t verify_rows = eo.limits.max_running * (eo.spec_steps + 1);
+  const int64_t group_tokens =
+      std::min(eo.limits.chunk_tokens + verify_rows, eo.kv_tokens_per_group);
+  const size_t bytes =
+      worker.reserve_step_buffers(group_tokens, std::min(group_tokens, verify_rows));
   spdlog::info(
       "serve: rank {} holds {:.1f} MB of step buffers for steps of up to {} tokens per "
       "group; peak RSS so far {:.1f} MB",
