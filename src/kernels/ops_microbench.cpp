@@ -211,8 +211,8 @@ void decode_shapes(benchmark::internal::Benchmark* b) {
 
 // A V3 projection, and the bench model's MoE expert gate_up (2·512 × 1024) and down (1024 × 512).
 void cut_over_shapes(benchmark::internal::Benchmark* b) {
-  for (auto [n, k] : {std::pair{2048, 7168}, {1024, 1024}, {1024, 512}}) {
-    for (int m : {1, 2, 3, 4, 6, 8, 16}) b->Args({n, k, m});
+  for (auto [n, k] : {std::pair{2048, 7168}, {1024, 1024}, {1024, 512}, {5632, 1024}}) {
+    for (int m : {1, 2, 3, 4, 6, 8, 16, 32}) b->Args({n, k, m});
   }
   b->ArgNames({"N", "K", "m"})->UseRealTime();
 }
