@@ -32,8 +32,8 @@ void watchdog_end_step(double seconds);
 
 // From a signal handler (async-signal-safe): mpirun is ending the job. Its kill sequence is
 // SIGCONT, a second later SIGTERM, and SIGKILL a few milliseconds after that: when a rank died
-// or a host was lost. A wait that has already lasted a second when one arrives will not end by
-// itself, so the watchdog ends this process at once, as for a missed deadline (serve's rank 0
+// or a host was lost. A wait that lasts 0.3 s after (or across) such a signal will not end by
+// itself, so the watchdog ends this process then, as for a missed deadline (serve's rank 0
 // thereby answers its clients within the second SIGCONT leaves).
 void watchdog_note_stop_signal(int signal);
 
