@@ -21,6 +21,10 @@ namespace {
 // calls per step took 64 ms where one GEMV pass over all experts streams them at the memory
 // rate. Beyond 8 rows the GEMV's FLOP rate falls behind oneDNN's.
 constexpr int64_t kMaxGemvRows = 8;
+// The same for a bf16 weight that has no packed copy (--weight-packing off): oneDNN on the
+// row-major layout is ~15-20 % slower at m = 32 than on its packed copy (ops_microbench
+// BM_MatmulPrefill<BF16, false>), the GEMV about as fast as packed oneDNN (BM_CutOver, m = 32).
+constexpr int64_t kMaxGemvRowsUnpacked = 32;
 
 // Whether x is used as bf16 with this weight (BF16, or FP8/INT8 with bf16 activations).
 bool rounds_x(const Weight& w) {
@@ -33,7 +37,9 @@ bool use_gemv(const MatmulJob& job) {
   const Weight& w = *job.w;
   const bool supported =
       w.type() == WeightType::F32 ? cpu_has_avx512() : rounds_x(w) && cpu_has_avx512_bf16();
-  return supported && w.cols() > 0 && (job.m <= kMaxGemvRows || deterministic_kernels());
+  const int64_t max_rows =
+      w.type() == WeightType::BF16 && !w.packed ? kMaxGemvRowsUnpacked : kMaxGemvRows;
+  return supported && w.cols() > 0 && (job.m <= max_rows || deterministic_kernels());
 }
 
 // oneDNN's result for a row depends on m (its kernels and blocking change with the shape), so
@@ -71,9 +77,13 @@ void matmul_other(const MatmulJob& job) {
 
 }  // namespace
 
-void prepare(Weight& w) {
+bool packs(const Weight& w) {
   // FP8/INT8 stay as they are: their GEMM dequantizes panels per call.
-  if (w.empty() || w.cols() == 0 || w.quantized() || !use_dnnl(w)) return;
+  return weight_packing() && !w.empty() && w.cols() > 0 && !w.quantized() && use_dnnl(w);
+}
+
+void prepare(Weight& w) {
+  if (!packs(w)) return;
   w.packed = dnnl_pack(w);
   w.packed_bytes = dnnl_packed_bytes(w);
 }

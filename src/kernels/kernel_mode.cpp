@@ -6,6 +6,7 @@ namespace mlaserve::kernels {
 namespace {
 bool g_reference_kernels = false;
 bool g_deterministic_kernels = false;
+bool g_weight_packing = true;
 }  // namespace
 
 void use_reference_kernels(bool on) {
@@ -22,6 +23,14 @@ void use_deterministic_kernels(bool on) {
 
 bool deterministic_kernels() {
   return g_deterministic_kernels;
+}
+
+void use_weight_packing(bool on) {
+  g_weight_packing = on;
+}
+
+bool weight_packing() {
+  return g_weight_packing;
 }
 
 }  // namespace mlaserve::kernels

@@ -110,7 +110,17 @@ void use_reference_kernels(bool on);
 void use_deterministic_kernels(bool on);
 bool deterministic_kernels();
 
-// Called once after a weight is filled (model load). May pack it for the fast path.
+// oneDNN's packed copy of each bf16/f32 weight for the GEMM path (`--weight-packing`, on by
+// default): the GEMV reads the row-major values, oneDNN its own blocked layout, so a weight is
+// held twice. Off, oneDNN reads the row-major values (as fast at m = 512, slower for the experts'
+// m ≈ 100 of a lone prompt) and the GEMV serves bf16 weights up to m = 32, where it keeps up with
+// packed oneDNN: half the weight memory. Set once at start-up, before weights are prepared.
+void use_weight_packing(bool on);
+bool weight_packing();
+
+// Whether prepare(w) makes a packed copy (about w.bytes() more), and prepare() itself: called
+// once after a weight is filled (model load).
+bool packs(const Weight& w);
 void prepare(Weight& w);
 
 // y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Accumulates in float32; with BF16 weights the fast

@@ -188,24 +188,28 @@ void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
 
   // One rank per model instance reports (tp rank 0 of each replica).
   LoadProgress progress(c.num_hidden_layers + (with_mtp ? 1 : 0), lay.tp_rank == 0);
-  size_t bytes = 0;
+  size_t bytes = 0, resident = 0;  // values; values and the packed copies prepare() will add
+  const auto count = [&](const Weight& w, bool packed = true) {  // embeddings: rows only
+    bytes += w.bytes();
+    resident += w.bytes() * (packed && kernels::packs(w) ? 2 : 1);
+  };
   embedding_ = load_owned(loader, lay, {"model.embed_tokens.weight", WeightKind::Embedding, V, H});
   lm_head_ = load_owned(loader, lay, {lm_head_name(c), WeightKind::LmHead, V, H});
   final_norm_ = loader.vector("model.norm.weight", H);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     layers_.push_back(load_layer(loader, c, lay, i, heads_.size()));
-    for_each_weight(layers_.back(), [&bytes](const Weight& w) { bytes += w.bytes(); });
-    progress.layer_loaded(i + 1, bytes);
+    for_each_weight(layers_.back(), count);
+    progress.layer_loaded(i + 1, bytes, resident);
   }
-  bytes += embedding_.bytes() + lm_head_.bytes();
+  count(embedding_, false);
+  count(lm_head_);
   if (with_mtp) {
     mtp_ = load_mtp(ckpt, loader, c, lay, heads_.size());
-    for_each_weight(mtp_->layer, [&bytes](const Weight& w) { bytes += w.bytes(); });
-    bytes += mtp_->eh_proj.bytes();
-    for (const std::optional<Weight>* w : {&mtp_->head, &mtp_->embedding}) {
-      if (*w) bytes += (*w)->bytes();
-    }
-    progress.layer_loaded(c.num_hidden_layers + 1, bytes);
+    for_each_weight(mtp_->layer, count);
+    count(mtp_->eh_proj);
+    if (mtp_->head) count(*mtp_->head);
+    if (mtp_->embedding) count(*mtp_->embedding, false);
+    progress.layer_loaded(c.num_hidden_layers + 1, bytes, resident);
   }
   progress.done(bytes);
 }

@@ -43,23 +43,34 @@ double mem_available_bytes() {
 
 }  // namespace
 
-void LoadProgress::check_memory(int64_t layers_done, size_t bytes_so_far) const {
+void LoadProgress::check_memory(int64_t layers_done, size_t bytes_so_far,
+                                size_t resident_so_far) const {
   const double available = mem_available_bytes();
-  const double needed = static_cast<double>(bytes_so_far) / static_cast<double>(layers_done) *
-                        static_cast<double>(layers_ - layers_done);
-  if (available >= 0 && needed > available) {
-    fail(
-        "out of memory: after {} of {} layers ({:.0f} MB), the other {} need about {:.0f} MB more "
-        "on this rank, but MemAvailable is {:.0f} MB; use more ranks (--tp), --quantization "
-        "fp8/int8, or a host with more memory",
-        layers_done, layers_, static_cast<double>(bytes_so_far) / 1e6, layers_ - layers_done,
-        needed / 1e6, available / 1e6);
-  }
+  const double done = static_cast<double>(layers_done),
+               left = static_cast<double>(layers_ - layers_done);
+  const double packed_so_far = static_cast<double>(resident_so_far - bytes_so_far);
+  // Still to allocate: the other layers' values and packed copies, and the packed copies of the
+  // layers loaded so far (made once every layer is in).
+  const double needed = static_cast<double>(resident_so_far) / done * left + packed_so_far;
+  if (available < 0 || needed <= available) return;
+  const std::string packing =
+      packed_so_far > 0
+          ? fmt::format(
+                " ({:.0f} MB of it oneDNN's packed copies: --weight-packing off holds "
+                "one copy)",
+                (packed_so_far / done * static_cast<double>(layers_)) / 1e6)
+          : "";
+  fail(
+      "out of memory: after {} of {} layers ({:.0f} MB), the rest needs about {:.0f} MB more "
+      "on this rank{}, but MemAvailable is {:.0f} MB; use more ranks (--tp), --quantization "
+      "fp8/int8, or a host with more memory",
+      layers_done, layers_, static_cast<double>(bytes_so_far) / 1e6, needed / 1e6, packing,
+      available / 1e6);
 }
 
-void LoadProgress::layer_loaded(int64_t layers_done, size_t bytes_so_far) {
+void LoadProgress::layer_loaded(int64_t layers_done, size_t bytes_so_far, size_t resident_so_far) {
   if (layers_done == 0) return;
-  check_memory(layers_done, bytes_so_far);
+  check_memory(layers_done, bytes_so_far, resident_so_far);
   if (!terminal_) return;
   const double elapsed = seconds(), mb = static_cast<double>(bytes_so_far) / 1e6;
   const double left =

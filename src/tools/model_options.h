@@ -15,6 +15,7 @@ struct ModelOptions {
   std::string kernels = "fast";
   std::string quantization = "auto";
   std::string kv_cache_dtype = "auto";
+  std::string weight_packing = "on";
 
   // runs_model false: a command that only reads the config (plan) has no --kernels.
   void add_to(CLI::App& cmd, bool model_required = true, bool runs_model = true);
