@@ -106,6 +106,32 @@ TEST_F(Footprint, MatchesTheLoaderWithoutQLoraAndWithTiedEmbeddings) {
   expect_footprint_matches_loader(made_model("odd-v2-lite.json", RandomWeightFormat::BF16), false);
 }
 
+// --weight-packing off: the loader and the footprint hold and count every weight once (and with
+// packing on, float32 weights do get their packed copy, on any CPU).
+TEST_F(Footprint, WithoutPackingEveryWeightIsHeldOnce) {
+  const std::filesystem::path dir = "tests/data/models/tiny-v3";
+  const ModelConfig cfg = ModelConfig::load(dir);
+  const RankLayout rank = ranks_of(LayoutCase{1, 1, false}).front();
+  for (const bool packing : {true, false}) {
+    kernels::use_weight_packing(packing);
+    for (const WeightFormat format : {WeightFormat{WeightType::F32, Quantization::None},
+                                      WeightFormat{WeightType::BF16, Quantization::None}}) {
+      SCOPED_TRACE(
+          fmt::format("packing {} dtype {}", packing, kernels::weight_type_name(format.dtype)));
+      const DeepseekModel model(dir, format, rank);
+      const RankWeights w = rank_weights(cfg, rank, format, stored_fp8_of(dir));
+      if (!packing) {
+        EXPECT_EQ(model.resident_weight_bytes(), model.weight_value_bytes());
+        EXPECT_EQ(w.resident(), w.values());
+      } else if (format.dtype == WeightType::F32) {
+        EXPECT_GT(model.resident_weight_bytes(), model.weight_value_bytes());
+        EXPECT_GT(w.resident(), w.values());
+      }
+    }
+  }
+  kernels::use_weight_packing(true);
+}
+
 // The model cards' figures: DeepSeek-V3 is 671 B parameters without its MTP layer, served in
 // FP8 with a BF16 embedding and lm_head (0.93 B parameters each) and a float32 router (58 MoE
 // layers x 256 x 7168); V2-Lite is 15.7 B, in BF16.

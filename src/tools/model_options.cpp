@@ -36,17 +36,6 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
           kernels::use_reference_kernels(choice == "reference");
         })
         ->capture_default_str();
-    cmd.add_option("--weight-packing", weight_packing,
-                   "on: each bf16/float32 weight is also held in oneDNN's packed layout for "
-                   "the GEMMs of prefill and large batches, about twice the weight memory; off: "
-                   "one row-major copy that both kernels read (the hand-written GEMV then serves "
-                   "up to 32 rows), half the memory, at a cost in prefill speed that grows as "
-                   "the experts' rows per step shrink (a lone 512-token prompt of a "
-                   "fine-grained MoE measured ~25 % slower, batch-32 decode no slower). FP8/INT8 "
-                   "weights are never packed")
-        ->check(CLI::IsMember({"on", "off"}))
-        ->each([](const std::string& choice) { kernels::use_weight_packing(choice == "on"); })
-        ->capture_default_str();
     cmd.add_flag_callback(
         "--enable-deterministic-inference", [] { kernels::use_deterministic_kernels(true); },
         "Batch-invariant kernels: every token's result is the same bits whatever else runs in "
@@ -54,6 +43,17 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
         "cache (matmuls of every size on the GEMV kernels, no oneDNN; attention in latent space, "
         "one pass per token). Greedy outputs then equal those of the same request alone");
   }
+  cmd.add_option("--weight-packing", weight_packing,
+                 "on: each bf16/float32 weight is also held in oneDNN's packed layout for "
+                 "the GEMMs of prefill and large batches, about twice the weight memory; off: "
+                 "one row-major copy that both kernels read (the hand-written GEMV then serves "
+                 "up to 32 rows), half the memory, at a cost in prefill speed that grows as "
+                 "the experts' rows per step shrink (a lone 512-token prompt of a "
+                 "fine-grained MoE measured ~25 % slower, batch-32 decode no slower). FP8/INT8 "
+                 "weights are never packed")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->each([](const std::string& choice) { kernels::use_weight_packing(choice == "on"); })
+      ->capture_default_str();
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "How the latent KV cache stores its rows: bfloat16 (half the memory of float32, "
                  "so twice the tokens), float32, fp8_e4m3 (a quarter, with one float32 scale "

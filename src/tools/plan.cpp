@@ -36,6 +36,7 @@ std::string serve_command(const PlanOptions& o, const parallel::LayoutPlan& p) {
   if (l.ep_moe) cmd += " --enable-ep-moe";
   if (o.model.dtype != "bfloat16") cmd += " --dtype " + o.model.dtype;
   if (o.model.quantization != "auto") cmd += " --quantization " + o.model.quantization;
+  if (o.model.weight_packing != "on") cmd += " --weight-packing " + o.model.weight_packing;
   if (o.model.kv_cache_dtype != "auto") cmd += " --kv-cache-dtype " + o.model.kv_cache_dtype;
   if (o.workload.speculative) cmd += " --speculative-algorithm " + o.speculative_algorithm;
   cmd += fmt::format(" --kv-cache-memory {}", p.kv_bytes_per_rank >> 20);
@@ -91,7 +92,8 @@ void print_table(const PlanOptions& o, const model::ModelConfig& cfg,
                 p.comm_bytes_per_token / 1e3, p.seconds_per_token * 1e3, note.c_str());
   }
   std::printf(
-      "\nweights/rank: the busiest rank's weights with the kernels' packed copies; decode "
+      "\nweights/rank: the busiest rank's weights with the kernels' packed copies (none under "
+      "--weight-packing off); decode "
       "MB/tok: bytes that rank streams per decoded token at this concurrency (decode is "
       "memory-bound); comm KB/tok: bytes a rank sends per decoded token; ms/tok: both over "
       "--mem-bandwidth and, where the model spans hosts, --network-bandwidth (an estimate that "
@@ -99,6 +101,7 @@ void print_table(const PlanOptions& o, const model::ModelConfig& cfg,
   if (plans.empty() || !plans.front().fits) {
     std::printf(
         "\nno layout fits: more memory per host, more hosts, --quantization fp8/int8, "
+        "--weight-packing off, "
         "a shorter --context or a lower --concurrency\n");
     return;
   }
