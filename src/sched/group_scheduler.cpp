@@ -277,12 +277,14 @@ void GroupScheduler::decode_running(runtime::GroupPlan& plan) {
     if (r->generated.empty())
       fail("request {} would decode before its prefill sampled a token", r->id);
     plan.seqs.push_back(decode(*r));
+    planned_decode_tokens_ += static_cast<int64_t>(plan.seqs.back().new_tokens.size());
   }
   new_token_ratio_ = std::max(kMinNewTokenRatio, new_token_ratio_ - kNewTokenRatioDecay);
 }
 
 runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   runtime::GroupPlan plan;
+  planned_decode_tokens_ = 0;
   for (auto& r : running_) trim_speculation(*r);
   // Mixed steps: the decodes take their KV slots first, then prompt chunks fill the budget, so
   // the weights a step streams serve both and no decode waits behind a long prefill.

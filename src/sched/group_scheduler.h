@@ -45,6 +45,10 @@ class GroupScheduler {
   // This group's part of the next step (empty: idle), running at most prefill_budget prompt
   // tokens (and never more than limits.chunk_tokens).
   runtime::GroupPlan plan_step(int64_t prefill_budget = std::numeric_limits<int64_t>::max());
+  // Tokens of the last plan's decodes, drafts to verify included; its other tokens are prompt
+  // tokens. (A plan's shapes cannot tell them apart: a prompt's last chunk can be one token over
+  // a cached prefix, and a decode that verifies drafts runs several.)
+  int64_t planned_decode_tokens() const { return planned_decode_tokens_; }
 
   // The group's requests that are admitted and not finished, by order of admission.
   const std::vector<std::shared_ptr<ActiveRequest>>& running() const { return running_; }
@@ -87,6 +91,7 @@ class GroupScheduler {
   // (SGLang's new_token_ratio): starts optimistic, decays while decoding goes well, and jumps
   // back after a retraction.
   double new_token_ratio_;
+  int64_t planned_decode_tokens_ = 0;
   int64_t retractions_ = 0;
 };
 

@@ -38,6 +38,21 @@ runtime::GroupPlan step(GroupScheduler& s) {
   return plan;
 }
 
+// A prompt of 9 in chunks of 8 ends with a chunk of one token over a cached prefix, shaped like a
+// decode: the scheduler counts it as prompt tokens, and the decode after it as a decode.
+TEST(GroupScheduler, CountsAOneTokenLastChunkAsPromptTokens) {
+  GroupScheduler s(1000, {.chunk_tokens = 8, .max_running = 4});
+  s.enqueue(request(1, 9, 4));
+  step(s);
+  EXPECT_EQ(s.planned_decode_tokens(), 0);
+  const runtime::GroupPlan last_chunk = step(s);
+  ASSERT_EQ(last_chunk.seqs.size(), 1u);
+  EXPECT_TRUE(last_chunk.seqs[0].is_decode());  // by its shape
+  EXPECT_EQ(s.planned_decode_tokens(), 0);
+  step(s);
+  EXPECT_EQ(s.planned_decode_tokens(), 1);
+}
+
 TEST(GroupScheduler, ChunksLongPromptsAndContinuesThemFirst) {
   GroupScheduler s(1000, {.chunk_tokens = 8, .max_running = 4});
   s.enqueue(request(1, 20, 4));

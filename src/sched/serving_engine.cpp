@@ -30,14 +30,17 @@ struct StepRows {
   int64_t partial_prefills = 0;  // prompt chunks that stop short of the prompt's end
 };
 
-StepRows count_rows(const runtime::StepPlan& plan) {
+// `groups` planned `plan`, and know which of its tokens are decodes.
+StepRows count_rows(const runtime::StepPlan& plan, const std::vector<GroupScheduler>& groups) {
   StepRows rows;
-  for (const runtime::GroupPlan& g : plan.groups) {
-    for (const runtime::PlannedSequence& s : g.seqs) {
-      (s.is_decode() ? rows.decode : rows.prefill) += static_cast<int64_t>(s.new_tokens.size());
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    rows.decode += groups[g].planned_decode_tokens();
+    for (const runtime::PlannedSequence& s : plan.groups[g].seqs) {
+      rows.prefill += static_cast<int64_t>(s.new_tokens.size());
       if (!s.sample) rows.partial_prefills += 1;  // only a prompt's last chunk samples
     }
   }
+  rows.prefill -= rows.decode;
   return rows;
 }
 
@@ -342,7 +345,7 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
   std::vector<runtime::SequenceResult> results = worker.step(&plan);
   loop.lock();
   last_step_ = std::chrono::steady_clock::now();
-  const StepRows rows = count_rows(plan);
+  const StepRows rows = count_rows(plan, groups_);
   if (rows.prefill > 0 && rows.decode > 0) mixed_steps_ += 1;
   prefill_chunks_ += static_cast<uint64_t>(rows.partial_prefills);
   step_budget_.record(rows.prefill, std::chrono::duration<double, std::milli>(
