@@ -52,7 +52,7 @@ TEST(LoadMemoryCheck, ModelTooLargeForMemAvailableEndsTheJobWithBothFigures) {
 }
 
 // oneDNN's packed copies count: brown-tiny in float32 needs ~9 MB more after its first layer as
-// one copy and ~21 MB with the packed copies, so at a MemAvailable of 15 MB the default fails
+// one copy and ~18 MB with the packed copies, so at a MemAvailable of 15 MB the default fails
 // naming --weight-packing off, and with it the model loads and runs (and holds less).
 TEST(LoadMemoryCheck, PackedCopiesCountAndWeightPackingOffHoldsOneCopy) {
   TempDir tmp;

@@ -77,13 +77,9 @@ void matmul_other(const MatmulJob& job) {
 
 }  // namespace
 
-bool packs(const Weight& w) {
-  // FP8/INT8 stay as they are: their GEMM dequantizes panels per call.
-  return weight_packing() && !w.empty() && w.cols() > 0 && !w.quantized() && use_dnnl(w);
-}
-
 void prepare(Weight& w) {
-  if (!packs(w)) return;
+  // FP8/INT8 stay as they are: their GEMM dequantizes panels per call.
+  if (!weight_packing() || w.empty() || w.cols() == 0 || w.quantized() || !use_dnnl(w)) return;
   w.packed = dnnl_pack(w);
   w.packed_bytes = dnnl_packed_bytes(w);
 }

@@ -118,9 +118,7 @@ bool deterministic_kernels();
 void use_weight_packing(bool on);
 bool weight_packing();
 
-// Whether prepare(w) makes a packed copy (about w.bytes() more), and prepare() itself: called
-// once after a weight is filled (model load).
-bool packs(const Weight& w);
+// Called once after a weight is filled (model load). May pack it for the fast path.
 void prepare(Weight& w);
 
 // y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Accumulates in float32; with BF16 weights the fast

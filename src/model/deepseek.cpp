@@ -78,25 +78,6 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
         (dir / "config.json").string());
   }
   load(dir, with_mtp);
-  auto prepare = [this](kernels::Weight& w) {
-    kernels::prepare(w);
-    value_bytes_ += w.bytes();
-    resident_bytes_ += w.bytes() + w.packed_bytes;
-  };
-  // Embeddings: only rows are read (embed()), nothing to pack.
-  const auto count_unpacked = [this](const kernels::Weight& w) {
-    value_bytes_ += w.bytes();
-    resident_bytes_ += w.bytes();
-  };
-  count_unpacked(embedding_);
-  prepare(lm_head_);
-  for (LayerWeights& L : layers_) for_each_weight(L, prepare);
-  if (mtp_) {
-    if (mtp_->embedding) count_unpacked(*mtp_->embedding);
-    prepare(mtp_->eh_proj);
-    if (mtp_->head) prepare(*mtp_->head);
-    for_each_weight(mtp_->layer, prepare);
-  }
 }
 
 void for_each_weight(LayerWeights& L, const std::function<void(kernels::Weight&)>& fn) {

@@ -188,30 +188,37 @@ void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
 
   // One rank per model instance reports (tp rank 0 of each replica).
   LoadProgress progress(c.num_hidden_layers + (with_mtp ? 1 : 0), lay.tp_rank == 0);
-  size_t bytes = 0, resident = 0;  // values; values and the packed copies prepare() will add
-  const auto count = [&](const Weight& w, bool packed = true) {  // embeddings: rows only
-    bytes += w.bytes();
-    resident += w.bytes() * (packed && kernels::packs(w) ? 2 : 1);
+  // Each weight gets the kernels' packed copy (kernels::prepare) as soon as it is loaded, so that
+  // the memory check after each layer sees what the layers really hold. Embeddings: only rows
+  // are read (embed()), nothing to pack.
+  const auto hold = [this](Weight& w, bool packable = true) {
+    if (packable) kernels::prepare(w);
+    value_bytes_ += w.bytes();
+    resident_bytes_ += w.bytes() + w.packed_bytes;
   };
   embedding_ = load_owned(loader, lay, {"model.embed_tokens.weight", WeightKind::Embedding, V, H});
+  hold(embedding_, false);
   lm_head_ = load_owned(loader, lay, {lm_head_name(c), WeightKind::LmHead, V, H});
+  hold(lm_head_);
   final_norm_ = loader.vector("model.norm.weight", H);
+  const size_t base_values = value_bytes_, base_resident = resident_bytes_;
+  const auto layers_loaded = [&](int64_t layers_done) {
+    progress.layer_loaded(layers_done, value_bytes_ - base_values, resident_bytes_ - base_resident);
+  };
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     layers_.push_back(load_layer(loader, c, lay, i, heads_.size()));
-    for_each_weight(layers_.back(), count);
-    progress.layer_loaded(i + 1, bytes, resident);
+    for_each_weight(layers_.back(), hold);
+    layers_loaded(i + 1);
   }
-  count(embedding_, false);
-  count(lm_head_);
   if (with_mtp) {
     mtp_ = load_mtp(ckpt, loader, c, lay, heads_.size());
-    for_each_weight(mtp_->layer, count);
-    count(mtp_->eh_proj);
-    if (mtp_->head) count(*mtp_->head);
-    if (mtp_->embedding) count(*mtp_->embedding, false);
-    progress.layer_loaded(c.num_hidden_layers + 1, bytes, resident);
+    for_each_weight(mtp_->layer, hold);
+    hold(mtp_->eh_proj);
+    if (mtp_->head) hold(*mtp_->head);
+    if (mtp_->embedding) hold(*mtp_->embedding, false);
+    layers_loaded(c.num_hidden_layers + 1);
   }
-  progress.done(bytes);
+  progress.done(value_bytes_);
 }
 
 }  // namespace mlaserve::model

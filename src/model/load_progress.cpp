@@ -48,18 +48,16 @@ void LoadProgress::check_memory(int64_t layers_done, size_t bytes_so_far,
   const double available = mem_available_bytes();
   const double done = static_cast<double>(layers_done),
                left = static_cast<double>(layers_ - layers_done);
-  const double packed_so_far = static_cast<double>(resident_so_far - bytes_so_far);
-  // Still to allocate: the other layers' values and packed copies, and the packed copies of the
-  // layers loaded so far (made once every layer is in).
-  const double needed = static_cast<double>(resident_so_far) / done * left + packed_so_far;
+  // Still to allocate: the other layers' values and packed copies.
+  const double needed = static_cast<double>(resident_so_far) / done * left;
   if (available < 0 || needed <= available) return;
+  const double packed = static_cast<double>(resident_so_far - bytes_so_far) / done * left;
   const std::string packing =
-      packed_so_far > 0
-          ? fmt::format(
-                " ({:.0f} MB of it oneDNN's packed copies: --weight-packing off holds "
-                "one copy)",
-                (packed_so_far / done * static_cast<double>(layers_)) / 1e6)
-          : "";
+      packed > 0 ? fmt::format(
+                       " ({:.0f} MB of it oneDNN's packed copies: --weight-packing off holds "
+                       "one copy)",
+                       packed / 1e6)
+                 : "";
   fail(
       "out of memory: after {} of {} layers ({:.0f} MB), the rest needs about {:.0f} MB more "
       "on this rank{}, but MemAvailable is {:.0f} MB; use more ranks (--tp), --quantization "
