@@ -51,6 +51,38 @@ TEST(ThreadsPerRank, OmpNumThreadsIsRespected) {
 
 // Under a world the user started, mlaserve neither relaunches nor sets OMP_NUM_THREADS for the
 // ranks, yet they split the cores the same way and give the golden logits.
+// --kernels auto: the first start on a machine measures the GEMM paths and caches the probe
+// (one host-wide measurement, here under tp 2); the next start reads it; both log the choice.
+TEST(GemmChoice, FirstStartMeasuresAndCachesTheNextReads) {
+  const GoldenModel golden("tiny-v3");
+  TempDir tmp;
+  const std::string cache = (tmp / "kernels" / "gemm-paths.json").string();
+  const ScopedEnv env("MLASERVE_KERNEL_CACHE", cache.c_str());
+  const std::string eval = mlaserve_bin() + " eval --model " + golden.dir().string() + " --input " +
+                           (tmp / "in.json").string() + " --output " + (tmp / "out.json").string() +
+                           " --max-new-tokens 1 --tp 2";
+  write_json(tmp / "in.json", golden.eval_input({0}));
+  const auto first = run_command(eval);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  if (first.output.find("kernels on ") == std::string::npos)
+    GTEST_SKIP() << "no probe: this CPU has one GEMM path (no AVX512_BF16)";
+  EXPECT_NE(first.output.find("probe measured now, cached in " + cache), std::string::npos)
+      << first.output;
+  const std::string log_line = "GEMM of under 64 rows: ";
+  EXPECT_EQ(first.output.find(log_line), first.output.rfind(log_line))
+      << "each host's first rank measures and logs, not every rank\n"
+      << first.output;
+  EXPECT_TRUE(std::filesystem::exists(cache));
+  const auto second = run_command(eval);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("probe cached in " + cache), std::string::npos) << second.output;
+  const auto forced = run_command(eval + " --kernels f32");
+  ASSERT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_EQ(forced.output.find("kernels on "), std::string::npos)
+      << "--kernels f32 fixes the paths: no probe\n"
+      << forced.output;
+}
+
 TEST(ExternalMpirun, MatchesGoldenAndSplitsTheCores) {
   const GoldenModel golden("tiny-v3");
   TempDir tmp;

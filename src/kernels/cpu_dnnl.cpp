@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/avx512_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/dnnl_matmul.h"
 #include "kernels/gemv.h"
@@ -33,10 +34,12 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// The matmul's data type: the weight's own for F32/BF16; for FP8/INT8 the type their
-// dequantized panels take (their activations').
-memory::data_type data_type(const Weight& w) {
-  return w.activations() == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
+// The matmul's data type at m rows: f32 for float32 activations and on the F32Widened path,
+// else bf16.
+memory::data_type data_type(const Weight& w, int64_t m) {
+  return w.activations() == WeightType::F32 || gemm_path(m) == GemmPath::F32Widened
+             ? memory::data_type::f32
+             : memory::data_type::bf16;
 }
 
 const void* weight_data(const Weight& w) {
@@ -106,16 +109,18 @@ void execute(const Shape& s, const dnnl::matmul& primitive, const memory& source
   stream.wait();
 }
 
-// Bytes of one dequantized panel of an FP8/INT8 weight: the GEMM reads it from the last-level
-// cache while the next panel has not been written yet, and the scratch stays bounded whatever
-// the weight's size (DeepSeek-V3's dense gate_up is 528 MB in bf16).
+// Bytes of one dequantized (or widened) panel of weight rows: the GEMM reads it from the
+// last-level cache while the next panel has not been written yet, and the scratch stays bounded
+// whatever the weight's size (DeepSeek-V3's dense gate_up is 528 MB in bf16).
 constexpr int64_t kPanelBytes = 8 << 20;
 
-// Rows [first, last) of w dequantized into panel, on the kernels' threads.
-void dequantize_panel(const Weight& w, int64_t first, int64_t last, void* panel) {
+// Rows [first, last) of an FP8/INT8 weight dequantized into panel as `type`, on the kernels'
+// threads.
+void dequantize_panel(const Weight& w, int64_t first, int64_t last, memory::data_type type,
+                      void* panel) {
   const bool parallel = (last - first) * w.cols() >= (1 << 16);
   for_ranges(last - first, parallel, [&](int64_t begin, int64_t end) {
-    if (w.activations() == WeightType::F32) {
+    if (type == memory::data_type::f32) {
       dequantize_rows_f32(w, first + begin, first + end,
                           static_cast<float*>(panel) + begin * w.cols());
     } else {
@@ -125,10 +130,10 @@ void dequantize_panel(const Weight& w, int64_t first, int64_t last, void* panel)
   });
 }
 
-// FP8/INT8 weights: each panel of rows is dequantized to the activations' type once per call
-// and multiplied as a row-major weight.
-void dnnl_matmul_quantized(const float* x, int64_t m, const Weight& w, float* y) {
-  const memory::data_type type = data_type(w);
+// FP8/INT8 weights: each panel of rows is dequantized to the matmul's type once per call and
+// multiplied as a row-major weight.
+void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
+  const memory::data_type type = data_type(w, m);
   const int64_t value_bytes = type == memory::data_type::f32 ? 4 : 2;
   const int64_t panel_rows =
       std::clamp<int64_t>(kPanelBytes / (w.cols() * value_bytes) / 16 * 16, 16, w.rows());
@@ -137,7 +142,7 @@ void dnnl_matmul_quantized(const float* x, int64_t m, const Weight& w, float* y)
   const memory source = source_memory(x, m, w.cols(), type);
   for (int64_t first = 0; first < w.rows(); first += panel_rows) {
     const int64_t rows = std::min(panel_rows, w.rows() - first);
-    dequantize_panel(w, first, first + rows, panel.data());
+    dequantize_panel(w, first, first + rows, type, panel.data());
     const Shape shape{m, rows, w.cols(), type, w.rows()};
     const memory::desc weights_desc = row_major_weight_desc(rows, w.cols(), type);
     const memory weights(weights_desc, cpu_engine(), panel.data());
@@ -145,15 +150,57 @@ void dnnl_matmul_quantized(const float* x, int64_t m, const Weight& w, float* y)
   }
 }
 
+// out[i] = in[i] as float32 for i < count (exact: a bf16 is the high half of its float32).
+MLASERVE_AVX512 void widen_avx512(const bf16* in, int64_t count, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16)
+    _mm512_storeu_ps(out + i,
+                     bf16_to_f32x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+  for (; i < count; ++i) out[i] = bf16_to_f32(in[i]);
+}
+
+void widen(const bf16* in, int64_t count, float* out) {
+  if (cpu_has_avx512()) {
+    widen_avx512(in, count, out);
+  } else {
+    for (int64_t i = 0; i < count; ++i) out[i] = bf16_to_f32(in[i]);
+  }
+}
+
+// BF16 weights on the F32Widened path: each panel of rows is widened to a row-major f32 copy,
+// on the kernels' threads, and multiplied with x as it is. (Panels of 1-2 MB, to stay in L2,
+// measured 2-3x slower on the probe's shape: each is one more oneDNN call.) (oneDNN's own reorder
+// from bf16 to its packed f32 layout widens and packs in one pass but ran at ~10 GB/s, slower than
+// this widening plus the matmul's packing of the panel: at m = 32, 73 vs 137 GFLOP/s.)
+void dnnl_matmul_widened(const float* x, int64_t m, const Weight& w, float* y) {
+  const int64_t k = w.cols();
+  const int64_t panel_rows = std::clamp<int64_t>(kPanelBytes / (k * 4) / 16 * 16, 16, w.rows());
+  thread_local std::vector<float> panel;
+  panel.resize(static_cast<size_t>(panel_rows * k));
+  float* widened = panel.data();  // the pool's threads have their own `panel`
+  const memory source = source_memory(x, m, k, memory::data_type::f32);
+  for (int64_t first = 0; first < w.rows(); first += panel_rows) {
+    const int64_t rows = std::min(panel_rows, w.rows() - first);
+    for_ranges(rows * k, rows * k >= (1 << 16), [&](int64_t begin, int64_t end) {
+      widen(w.b16() + first * k + begin, end - begin, widened + begin);
+    });
+    const Shape shape{m, rows, k, memory::data_type::f32, w.rows()};
+    const memory::desc weights_desc = row_major_weight_desc(rows, k, memory::data_type::f32);
+    const memory weights(weights_desc, cpu_engine(), widened);
+    execute(shape, cached_primitive(shape, false, weights_desc), source, weights, y + first);
+  }
+}
+
 }  // namespace
 
-bool dnnl_supports(const Weight& w) {
-  return !reference_kernels_forced() &&
-         (w.activations() == WeightType::F32 || cpu_has_avx512_bf16());
+bool dnnl_supports() {
+  return !reference_kernels_forced();
 }
 
 std::shared_ptr<void> dnnl_pack(const Weight& w) {
-  const Shape shape{kPackingProbeRows, w.rows(), w.cols(), data_type(w), w.rows()};
+  const memory::data_type type =
+      w.type() == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
+  const Shape shape{kPackingProbeRows, w.rows(), w.cols(), type, w.rows()};
   const memory::desc any({w.cols(), w.rows()}, shape.type, Tag::any);
   const memory::desc packed_desc = matmul_desc(shape, any).weights_desc();
   memory row_major(row_major_weight_desc(w.rows(), w.cols(), shape.type), cpu_engine(),
@@ -171,11 +218,16 @@ size_t dnnl_packed_bytes(const Weight& w) {
 }
 
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
+  const memory::data_type type = data_type(w, m);
   if (w.quantized()) {
-    dnnl_matmul_quantized(x, m, w, y);
+    dnnl_matmul_panels(x, m, w, y);
     return;
   }
-  const Shape shape{m, w.rows(), w.cols(), data_type(w), w.rows()};
+  if (w.type() == WeightType::BF16 && type == memory::data_type::f32) {
+    dnnl_matmul_widened(x, m, w, y);
+    return;
+  }
+  const Shape shape{m, w.rows(), w.cols(), type, w.rows()};
   const auto* packed = static_cast<const PackedWeight*>(w.packed.get());
   const memory weights = packed ? packed->weights
                                 : memory(row_major_weight_desc(w.rows(), w.cols(), shape.type),

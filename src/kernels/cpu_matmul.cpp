@@ -1,6 +1,7 @@
 // matmul() and prepare(): hand-written AVX-512 GEMV for few rows of x (decode, bound by the
 // weight stream), oneDNN on packed weights for many rows (prefill, bound by FMA throughput); FP8
-// and INT8 weights the same way, their GEMM on panels dequantized per call. Under
+// and INT8 weights the same way, their GEMM on panels dequantized per call, and bf16 weights
+// on panels widened to f32 where gemm_path() says f32 is the faster GEMM on this CPU. Under
 // deterministic_kernels() the GEMV serves every m, so that a row's sum is one order whatever m.
 #include <algorithm>
 #include <vector>
@@ -44,8 +45,8 @@ bool use_gemv(const MatmulJob& job) {
 
 // oneDNN's result for a row depends on m (its kernels and blocking change with the shape), so
 // the deterministic mode never uses it.
-bool use_dnnl(const Weight& w) {
-  return dnnl_supports(w) && !deterministic_kernels();
+bool use_dnnl() {
+  return dnnl_supports() && !deterministic_kernels();
 }
 
 GemvJob gemv_job(const MatmulJob& job) {
@@ -61,13 +62,14 @@ void matmul_other(const MatmulJob& job) {
   const Weight& w = *job.w;
   if (w.cols() == 0) {
     std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
-  } else if (use_dnnl(w)) {
+  } else if (use_dnnl()) {
     dnnl_matmul(job.x, job.m, w, job.y);
   } else if (reference_kernels_forced() || !rounds_x(w)) {
     ref::matmul(job.x, job.m, w, job.y);
   } else {
-    // bf16 activations on a CPU without AVX512_BF16: x rounded to bf16 as the fast kernels round
-    // it, so that the fast path computes the same bf16 × weight → f32 products on every CPU.
+    // The deterministic kernels' bf16 activations on a CPU without AVX512_BF16: x rounded to
+    // bf16 as the GEMV rounds it, so that they compute the same bf16 × weight → f32 products on
+    // every CPU.
     thread_local std::vector<float> rounded;
     rounded.resize(static_cast<size_t>(job.m * w.cols()));
     for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(job.x[i]));
@@ -79,7 +81,7 @@ void matmul_other(const MatmulJob& job) {
 
 void prepare(Weight& w) {
   // FP8/INT8 stay as they are: their GEMM dequantizes panels per call.
-  if (!weight_packing() || w.empty() || w.cols() == 0 || w.quantized() || !use_dnnl(w)) return;
+  if (!packs(w.type()) || w.empty() || w.cols() == 0 || !use_dnnl()) return;
   w.packed = dnnl_pack(w);
   w.packed_bytes = dnnl_packed_bytes(w);
 }

@@ -9,11 +9,11 @@
 
 namespace mlaserve::kernels {
 
-// Whether dnnl_matmul() handles this weight on this CPU. F32 always; BF16 (bf16×bf16→f32,
-// since oneDNN 2.6 has no f32×bf16) only where the CPU has AVX512_BF16; FP8/INT8 as the type
-// of their activations (their panels are dequantized to it: oneDNN 2.7 has no FP8 or
-// weight-only int8 matmul).
-bool dnnl_supports(const Weight& w);
+// Whether dnnl_matmul() runs (not under --kernels reference). Every weight type on every x86-64
+// CPU: bf16 × bf16 where gemm_path() is Bf16Dot (which needs AVX512_BF16), else f32 on panels
+// widened from bf16 (oneDNN 2.6 has no f32 × bf16); FP8/INT8 panels dequantized to the same
+// type (oneDNN 2.7 has no FP8 or weight-only int8 matmul).
+bool dnnl_supports();
 
 // A copy of w reordered into the layout oneDNN's matmul prefers; goes into Weight::packed.
 std::shared_ptr<void> dnnl_pack(const Weight& w);
@@ -21,8 +21,8 @@ std::shared_ptr<void> dnnl_pack(const Weight& w);
 // Bytes of w.packed (0 when not packed).
 size_t dnnl_packed_bytes(const Weight& w);
 
-// y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Uses w.packed when set, else the row-major weight.
-// With BF16 weights (or FP8/INT8 weights with bf16 activations) x is rounded to bf16 first.
+// y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Uses w.packed when set and the path multiplies in the
+// weight's type, else the row-major weight. On the Bf16Dot path x is rounded to bf16 first.
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y);
 
 }  // namespace mlaserve::kernels

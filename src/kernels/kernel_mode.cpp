@@ -1,3 +1,5 @@
+#include <optional>
+
 #include "kernels/cpu_isa.h"
 #include "kernels/ops.h"
 
@@ -7,6 +9,7 @@ namespace {
 bool g_reference_kernels = false;
 bool g_deterministic_kernels = false;
 bool g_weight_packing = true;
+std::optional<GemmChoice> g_gemm_choice;
 }  // namespace
 
 void use_reference_kernels(bool on) {
@@ -31,6 +34,37 @@ void use_weight_packing(bool on) {
 
 bool weight_packing() {
   return g_weight_packing;
+}
+
+const char* gemm_path_name(GemmPath path) {
+  return path == GemmPath::Bf16Dot ? "bf16" : "f32";
+}
+
+void use_gemm_choice(GemmChoice choice) {
+  g_gemm_choice = choice;
+}
+
+bool gemm_choice_made() {
+  return g_gemm_choice.has_value();
+}
+
+GemmChoice gemm_choice() {
+  if (g_gemm_choice) return *g_gemm_choice;
+  const GemmPath path = cpu_has_avx512_bf16() ? GemmPath::Bf16Dot : GemmPath::F32Widened;
+  return {path, path};
+}
+
+GemmPath gemm_path(int64_t m) {
+  const GemmChoice choice = gemm_choice();
+  return m < kLargeGemmRows ? choice.mid : choice.large;
+}
+
+bool packs(WeightType type) {
+  if (!g_weight_packing || g_reference_kernels || g_deterministic_kernels) return false;
+  if (type == WeightType::F32) return true;
+  const GemmChoice choice = gemm_choice();
+  return type == WeightType::BF16 &&
+         (choice.mid == GemmPath::Bf16Dot || choice.large == GemmPath::Bf16Dot);
 }
 
 }  // namespace mlaserve::kernels

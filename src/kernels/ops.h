@@ -110,13 +110,45 @@ void use_reference_kernels(bool on);
 void use_deterministic_kernels(bool on);
 bool deterministic_kernels();
 
-// oneDNN's packed copy of each bf16/f32 weight for the GEMM path (`--weight-packing`, on by
-// default): the GEMV reads the row-major values, oneDNN its own blocked layout, so a weight is
-// held twice. Off, oneDNN reads the row-major values (as fast at m = 512, slower for the experts'
-// m ≈ 100 of a lone prompt) and the GEMV serves bf16 weights up to m = 32, where it keeps up with
-// packed oneDNN: half the weight memory. Set once at start-up, before weights are prepared.
+// oneDNN's packed copy of each f32 weight, and of bf16 ones on the Bf16Dot path, for the GEMM
+// (`--weight-packing`, on by default): the GEMV reads the row-major values, oneDNN its own
+// blocked layout, so a weight is held twice (see packs()). Off, oneDNN reads the row-major values
+// (as fast at m = 512, slower for the experts' m ≈ 100 of a lone prompt) and the GEMV serves bf16
+// weights up to m = 32, where it keeps up with packed oneDNN: half the weight memory. Set once at
+// start-up, before weights are prepared.
 void use_weight_packing(bool on);
 bool weight_packing();
+
+// How a GEMM (more rows of x than the GEMV kernels take) multiplies weights whose activations
+// are bf16 (BF16 weights; FP8/INT8 with bf16 activations). Which is faster depends on the CPU:
+// Zen 4/5 and Intel cores with AMX run vdpbf16ps / AMX tiles at about twice their f32 FMA rate,
+// while an Intel core without AMX runs vdpbf16ps at about the rate of two f32 FMAs, so there
+// the bf16 path has no compute edge and oneDNN's bf16 kernels measure slower than its f32 ones.
+enum class GemmPath {
+  Bf16Dot,     // x rounded to bf16, oneDNN bf16 × bf16 → f32 (packed copy of BF16 weights)
+  F32Widened,  // panels of weight rows widened to f32 in cache, oneDNN f32 with x as it is
+};
+const char* gemm_path_name(GemmPath path);
+
+// The path for each class of GEMM shape, by rows of x: a mid-sized GEMM (the experts of a
+// decode batch or a short prompt: m < kLargeGemmRows) streams its weight nearly once per call,
+// so widening it costs relatively more than in a large one (prefill), which is FMA-bound.
+constexpr int64_t kLargeGemmRows = 64;
+struct GemmChoice {
+  GemmPath mid = GemmPath::Bf16Dot;
+  GemmPath large = GemmPath::Bf16Dot;
+};
+// Set once at start-up, before weights are prepared (`--kernels`, or the measured choice).
+// Bf16Dot needs cpu_has_avx512_bf16(); without it the default is F32Widened for both classes.
+void use_gemm_choice(GemmChoice choice);
+GemmChoice gemm_choice();
+bool gemm_choice_made();  // use_gemm_choice() was called
+GemmPath gemm_path(int64_t m);
+
+// Whether prepare() gives a weight of this type oneDNN's packed copy: f32 weights, and bf16 ones
+// while some GEMM class multiplies them in bf16; never under --weight-packing off, the
+// reference or the deterministic kernels.
+bool packs(WeightType type);
 
 // Called once after a weight is filled (model load). May pack it for the fast path.
 void prepare(Weight& w);

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/deterministic_test_util.h"
+#include "kernels/gemm_choice_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/reference.h"
 
@@ -159,6 +160,45 @@ TEST(Matmul, Bf16MatchesReferenceOnRoundedX) {
       expect_not_all_zero(expected);
       EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance);
       EXPECT_LE(relative_error(actual, run_ref_matmul(x, c.m, w), 1.0), kBf16XTolerance);
+    }
+  }
+}
+
+// The f32 GEMM path widens bf16 weights and keeps x as it is: beyond the GEMV's rows the
+// product matches the exact one (no bf16 rounding of x), packed weight or not, and prepare()
+// makes no packed copy when neither class uses bf16. A mixed choice routes by m: the mid class
+// (m < kLargeGemmRows) exact, the large one rounded.
+TEST(Matmul, F32WidenedPathKeepsXExact) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512Bf16);  // the GEMV it shares rows with rounds x in bf16
+  {
+    const ScopedGemmChoice f32({GemmPath::F32Widened, GemmPath::F32Widened});
+    for (const MatmulCase& c : kMatmulCases) {
+      if (c.m <= 32) continue;  // the GEMV's rows on an unpacked bf16 weight
+      SCOPED_TRACE(testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k);
+      Weight w = random_weight(WeightType::BF16, c.n, c.k, 3);
+      prepare(w);
+      EXPECT_EQ(w.packed, nullptr);
+      const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 4);
+      const std::vector<float> expected = run_ref_matmul(x, c.m, w);
+      expect_not_all_zero(expected);
+      EXPECT_LE(relative_error(run_matmul(x, c.m, w), expected, 1.0), kF32Tolerance);
+    }
+  }
+  const ScopedGemmChoice mixed({GemmPath::F32Widened, GemmPath::Bf16Dot});
+  Weight w = random_weight(WeightType::BF16, 96, 1024, 5);
+  prepare(w);
+  EXPECT_NE(w.packed, nullptr);  // the large class multiplies in bf16
+  for (int64_t m : {kLargeGemmRows - 1, kLargeGemmRows}) {
+    SCOPED_TRACE(testing::Message() << "m=" << m);
+    const std::vector<float> x = random_values(static_cast<size_t>(m * 1024), 6);
+    const std::vector<float> exact = run_ref_matmul(x, m, w);
+    const double error = relative_error(run_matmul(x, m, w), exact, 1.0);
+    if (m < kLargeGemmRows) {
+      EXPECT_LE(error, kF32Tolerance);
+    } else {
+      EXPECT_GT(error, 10 * kF32Tolerance);
+      EXPECT_LE(relative_error(run_matmul(x, m, w), run_ref_matmul(round_to_bf16(x), m, w), 1.0),
+                kF32Tolerance);
     }
   }
 }

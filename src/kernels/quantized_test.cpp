@@ -10,6 +10,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/deterministic_test_util.h"
+#include "kernels/gemm_choice_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/q8_decode.h"
 #include "kernels/reference.h"
@@ -143,6 +144,25 @@ TEST(Quantized, MatmulMatchesReference) {
       EXPECT_LE(relative_error(actual, expected),
                 panel_bf16 ? kPanelBf16Tolerance : kGemvTolerance);
     }
+  }
+}
+
+// On the f32 GEMM path the panels are dequantized to float32: x (bf16 activations, so already
+// bf16 values here) times the exact weights, within the GEMV's tolerance where the bf16 panels
+// round each weight.
+TEST(Quantized, F32PanelsHoldExactWeights) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const ScopedGemmChoice f32({GemmPath::F32Widened, GemmPath::F32Widened});
+  for (const QuantizedCase& c : kCases) {
+    if (c.m <= 8) continue;
+    SCOPED_TRACE(testing::Message() << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n
+                                    << " k=" << c.k << " phase=" << c.col_phase);
+    const Weight w = random_quantized(c, WeightType::BF16, 5);
+    const std::vector<float> x = random_x(c.m * c.k, 9, true);
+    std::vector<float> actual(static_cast<size_t>(c.m * c.n), NAN), expected(actual.size());
+    matmul(x.data(), c.m, w, actual.data());
+    ref::matmul(x.data(), c.m, w, expected.data());
+    EXPECT_LE(relative_error(actual, expected), kGemvTolerance);
   }
 }
 

@@ -57,8 +57,7 @@ class Walker {
     const WeightType type = held_type(format_.dtype, format_.quantization, quantizable(first.kind),
                                       cfg_.fp8_block_quantized, fp8_stored);
     const int64_t bytes = held_bytes(type, blocks);
-    if (packs && kernels::weight_packing() && (type == WeightType::F32 || type == WeightType::BF16))
-      packed_ += bytes;
+    if (packs && kernels::packs(type)) packed_ += bytes;
     return bytes;
   }
   int64_t one(const SplitTensor& t, bool packs = true) { return stacked({t}, packs); }
@@ -74,7 +73,7 @@ class Walker {
   // A float32/bf16 matrix created by the loader itself (the router, W_UK / W_UV).
   int64_t dense(WeightType type, int64_t values) {
     const int64_t bytes = values * (type == WeightType::F32 ? 4 : 2);
-    if (kernels::weight_packing()) packed_ += bytes;
+    if (kernels::packs(type)) packed_ += bytes;
     return bytes;
   }
 

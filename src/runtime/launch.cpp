@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "runtime/gemm_choice.h"
 #include "runtime/placement.h"
 
 namespace mlaserve::runtime {
@@ -134,6 +135,7 @@ void run_ranks(int ranks, const parallel::WatchdogOptions& watchdog,
     log_placement(mpi);
   }
   try {
+    choose_gemm_paths();
     body(mpi);
   } catch (const Error& e) {
     abort_job(std::string("error: ") + e.what(), 1);

@@ -1,8 +1,24 @@
 #include "tools/model_options.h"
 
 #include "core/error.h"
+#include "kernels/cpu_isa.h"
 
 namespace mlaserve::tools {
+namespace {
+
+void use_kernels(const std::string& choice) {
+  kernels::use_reference_kernels(choice == "reference");
+  if (choice == "bf16" && !kernels::cpu_has_avx512_bf16())
+    throw CLI::ValidationError("--kernels",
+                               "bf16 needs a CPU with AVX512_BF16; this one has none "
+                               "(use auto or f32)");
+  if (choice == "bf16")
+    kernels::use_gemm_choice({kernels::GemmPath::Bf16Dot, kernels::GemmPath::Bf16Dot});
+  if (choice == "f32")
+    kernels::use_gemm_choice({kernels::GemmPath::F32Widened, kernels::GemmPath::F32Widened});
+}
+
+}  // namespace
 
 void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
   auto* model =
@@ -28,13 +44,18 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
       ->check(CLI::IsMember({"auto", "none", "fp8", "int8"}))
       ->capture_default_str();
   if (runs_model) {
-    cmd.add_option("--kernels", kernels,
-                   "fast (AVX-512 / oneDNN) or reference (the plain scalar kernels, to check the "
-                   "fast path end to end; slow)")
-        ->check(CLI::IsMember({"fast", "reference"}))
-        ->each([](const std::string& choice) {
-          kernels::use_reference_kernels(choice == "reference");
-        })
+    cmd.add_option(
+           "--kernels", kernels,
+           "Which GEMM path prefill and batches of more than a few rows take on bf16 (and "
+           "FP8/INT8) weights: auto (a short timed probe at the first start on a CPU picks the "
+           "faster for GEMMs under and over 64 rows, cached in $MLASERVE_KERNEL_CACHE or "
+           "~/.cache/mlaserve/gemm-paths.json and logged), bf16 (x rounded to bf16, "
+           "vdpbf16ps / AMX through oneDNN; needs AVX512_BF16), f32 (weight panels widened to "
+           "float32 in cache, f32 FMA: faster on CPUs whose bf16 dot product has no edge over "
+           "two FMAs, and no packed bf16 copy is held) or reference (the plain scalar kernels "
+           "everywhere, to check the fast paths end to end; slow)")
+        ->check(CLI::IsMember({"auto", "bf16", "f32", "reference"}))
+        ->each(use_kernels)
         ->capture_default_str();
     cmd.add_flag_callback(
         "--enable-deterministic-inference", [] { kernels::use_deterministic_kernels(true); },
@@ -44,8 +65,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
         "one pass per token). Greedy outputs then equal those of the same request alone");
   }
   cmd.add_option("--weight-packing", weight_packing,
-                 "on: each bf16/float32 weight is also held in oneDNN's packed layout for "
-                 "the GEMMs of prefill and large batches, about twice the weight memory; off: "
+                 "on: each float32 weight, and each bf16 weight while the bf16 GEMM path is "
+                 "in use (--kernels), is also held in oneDNN's packed layout for the GEMMs of "
+                 "prefill and large batches, about twice the weight memory; off: "
                  "one row-major copy that both kernels read (the hand-written GEMV then serves "
                  "up to 32 rows), half the memory, at a cost in prefill speed that grows as "
                  "the experts' rows per step shrink (a lone 512-token prompt of a "

@@ -12,7 +12,7 @@ namespace mlaserve::tools {
 struct ModelOptions {
   std::string model_dir;
   std::string dtype = "bfloat16";
-  std::string kernels = "fast";
+  std::string kernels = "auto";
   std::string quantization = "auto";
   std::string kv_cache_dtype = "auto";
   std::string weight_packing = "on";

@@ -1,0 +1,88 @@
+#include "kernels/gemm_probe.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/dnnl_matmul.h"
+
+namespace mlaserve::kernels {
+namespace {
+
+constexpr int64_t kProbeN = 1024, kProbeK = 2048;
+// Each timed round repeats the product for at least this long; the median of the rounds counts
+// (the machine may be shared: one slow round must not decide).
+constexpr std::chrono::milliseconds kRoundTime{15};
+constexpr int kRounds = 5;
+
+// Values in [-1, 1) from a fixed sequence: the rate does not depend on them.
+std::vector<float> pseudo_random(size_t count, uint32_t seed) {
+  std::vector<float> v(count);
+  uint32_t state = seed * 2654435761u + 1u;
+  for (float& f : v) {
+    state = state * 1664525u + 1013904223u;
+    f = static_cast<float>(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+  return v;
+}
+
+// Median GFLOP/s of dnnl_matmul on x[m, K] · Wᵀ with `path` for every class.
+double measure(GemmPath path, int64_t m, const Weight& w, const float* x, float* y) {
+  use_gemm_choice({path, path});
+  dnnl_matmul(x, m, w, y);  // creates the primitive (JIT) outside the timing
+  const double flops = 2.0 * static_cast<double>(m * w.rows() * w.cols());
+  std::vector<double> rates;
+  for (int round = 0; round < kRounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    std::chrono::duration<double> elapsed{};
+    int64_t calls = 0;
+    do {
+      dnnl_matmul(x, m, w, y);
+      ++calls;
+      elapsed = std::chrono::steady_clock::now() - start;
+    } while (elapsed < kRoundTime);
+    rates.push_back(flops * static_cast<double>(calls) / elapsed.count() * 1e-9);
+  }
+  std::nth_element(rates.begin(), rates.begin() + kRounds / 2, rates.end());
+  return rates[kRounds / 2];
+}
+
+GemmRates measure_both(int64_t m, const Weight& w, const float* x, float* y) {
+  return {measure(GemmPath::Bf16Dot, m, w, x, y), measure(GemmPath::F32Widened, m, w, x, y)};
+}
+
+}  // namespace
+
+GemmProbe probe_gemm_paths() {
+  const GemmChoice found = gemm_choice();
+  Weight w(WeightType::BF16, kProbeN, kProbeK);
+  const std::vector<float> values = pseudo_random(static_cast<size_t>(kProbeN * kProbeK), 1);
+  for (size_t i = 0; i < values.size(); ++i) w.b16()[i] = f32_to_bf16(values[i]);
+  // The bf16 path runs on oneDNN's packed copy where serving would have one.
+  if (weight_packing()) w.packed = dnnl_pack(w);
+  const std::vector<float> x = pseudo_random(static_cast<size_t>(kProbeLargeRows * kProbeK), 2);
+  std::vector<float> y(static_cast<size_t>(kProbeLargeRows * kProbeN));
+  GemmProbe probe;
+  probe.mid = measure_both(kProbeMidRows, w, x.data(), y.data());
+  probe.large = measure_both(kProbeLargeRows, w, x.data(), y.data());
+  use_gemm_choice(found);
+  return probe;
+}
+
+std::string gemm_library_version() {
+  const dnnl_version_t* v = dnnl::version();
+  return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
+}
+
+GemmChoice faster_paths(const GemmProbe& probe) {
+  const auto faster = [](const GemmRates& r) {
+    return r.f32_gflops > r.bf16_gflops ? GemmPath::F32Widened : GemmPath::Bf16Dot;
+  };
+  return {faster(probe.mid), faster(probe.large)};
+}
+
+}  // namespace mlaserve::kernels
