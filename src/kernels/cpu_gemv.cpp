@@ -27,15 +27,30 @@ constexpr int64_t kMinParallelBytesAwake = 2 * kMinParallelWork;
 constexpr int64_t kMinParallelBytesAsleep = 2 << 20;
 constexpr int64_t kXBlockBytes = 256 << 10;  // x rows per pass over the weights (run_rows)
 
-// ---- F32 weights ------------------------------------------------------------------------
+// ---- Float32 x: F32 weights, and BF16 ones widened where vdpbf16ps is missing -------------
+
+// 16 weights as float32 (a bf16 is the high half of its float32: widening is exact); the masked
+// forms read zeros in the lanes off the mask.
+MLASERVE_AVX512 inline __m512 load_weights(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+MLASERVE_AVX512 inline __m512 load_weights(const bf16* p) {
+  return bf16_to_f32x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+MLASERVE_AVX512 inline __m512 load_weights(__mmask16 lanes, const float* p) {
+  return _mm512_maskz_loadu_ps(lanes, p);
+}
+MLASERVE_AVX512 inline __m512 load_weights(__mmask16 lanes, const bf16* p) {
+  return bf16_to_f32x16(_mm256_maskz_loadu_epi16(lanes, p));
+}
 
 // y[i * y_stride + r] = x[i, :k] · w[r, :k] for r < kRows, i < kM. x rows are k floats apart.
 // `next` is the weight block the thread reads after this one: it is fetched into L2 in step,
 // because with short rows (K = 1024: 2-4 KB) the hardware prefetcher has no time to ramp up
 // on each new set of row streams.
-template <int kRows, int kM>
-MLASERVE_AVX512 void tile_f32(const float* x, const float* w, const float* next, int64_t k,
-                              float* y, int64_t y_stride) {
+template <typename W, int kRows, int kM>
+MLASERVE_AVX512 void tile_f32(const float* x, const W* w, const W* next, int64_t k, float* y,
+                              int64_t y_stride) {
   __m512 acc[kRows][kM];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
@@ -53,7 +68,7 @@ MLASERVE_AVX512 void tile_f32(const float* x, const float* w, const float* next,
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       _mm_prefetch(next + r * k + c, _MM_HINT_T1);
-      __m512 wv = _mm512_loadu_ps(w + r * k + c);
+      __m512 wv = load_weights(w + r * k + c);
       keep_in_register(wv);
 #pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_fmadd_ps(wv, xv[i], acc[r][i]);
@@ -66,7 +81,7 @@ MLASERVE_AVX512 void tile_f32(const float* x, const float* w, const float* next,
     for (int i = 0; i < kM; ++i) xv[i] = _mm512_maskz_loadu_ps(tail, x + i * k + c);
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      const __m512 wv = _mm512_maskz_loadu_ps(tail, w + r * k + c);
+      const __m512 wv = load_weights(tail, w + r * k + c);
 #pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_fmadd_ps(wv, xv[i], acc[r][i]);
     }
@@ -78,20 +93,20 @@ MLASERVE_AVX512 void tile_f32(const float* x, const float* w, const float* next,
 }
 
 // All x rows against weight rows [row, row + rows), rows <= kTileRows.
-template <int kRows>
-MLASERVE_AVX512 void row_block_f32(const float* x, int64_t m, const float* w, int64_t n, int64_t k,
+template <typename W, int kRows>
+MLASERVE_AVX512 void row_block_f32(const float* x, int64_t m, const W* w, int64_t n, int64_t k,
                                    int64_t row, float* y) {
-  const float* w_rows = w + row * k;
-  const float* next = row + kRows + kTileRows <= n ? w_rows + kRows * k : w_rows;
+  const W* w_rows = w + row * k;
+  const W* next = row + kRows + kTileRows <= n ? w_rows + kRows * k : w_rows;
   int64_t i = 0;
   for (; i + kTileM <= m; i += kTileM)
-    tile_f32<kRows, kTileM>(x + i * k, w_rows, next, k, y + i * n + row, n);
+    tile_f32<W, kRows, kTileM>(x + i * k, w_rows, next, k, y + i * n + row, n);
   switch (m - i) {
     case 1:
-      tile_f32<kRows, 1>(x + i * k, w_rows, next, k, y + i * n + row, n);
+      tile_f32<W, kRows, 1>(x + i * k, w_rows, next, k, y + i * n + row, n);
       break;
     case 2:
-      tile_f32<kRows, 2>(x + i * k, w_rows, next, k, y + i * n + row, n);
+      tile_f32<W, kRows, 2>(x + i * k, w_rows, next, k, y + i * n + row, n);
       break;
     default:
       break;
@@ -173,36 +188,48 @@ MLASERVE_AVX512_BF16 void round_row_to_bf16(const float* x, int64_t cols, int64_
   }
 }
 
+// Whether a job multiplies x rounded to bf16 (vdpbf16ps), not x as it is (F32 weights, and
+// BF16 ones widened on a CPU without AVX512_BF16).
 bool rounds_x(const GemvJob& job) {
-  return job.type != WeightType::F32;
+  return job.type != WeightType::F32 && (job.type != WeightType::BF16 || cpu_has_avx512_bf16());
 }
 
-// Weight rows [first, last) of one job, x already rounded to bf16 for BF16/FP8/INT8 jobs (xb).
+// Weight rows [first, last) of a job with float32 x.
+template <typename W>
+void run_rows_f32(const GemvJob& job, int64_t first, int64_t last) {
+  const auto* w = static_cast<const W*>(job.w);
+  for (int64_t row = first; row < last; row += kTileRows) {
+    if (row + kTileRows <= last) {
+      row_block_f32<W, kTileRows>(job.x, job.m, w, job.n, job.k, row, job.y);
+    } else {
+      for (int64_t r = row; r < last; ++r)
+        row_block_f32<W, 1>(job.x, job.m, w, job.n, job.k, r, job.y);
+    }
+  }
+}
+
+// Weight rows [first, last) of one job, x already rounded to bf16 in xb where rounds_x(job).
 void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                     int64_t last) {
   if (job.type == WeightType::FP8 || job.type == WeightType::INT8) {
     gemv_q8_rows(job, xb, k_padded, first, last);
     return;
   }
+  if (job.type == WeightType::F32) {
+    run_rows_f32<float>(job, first, last);
+    return;
+  }
+  if (!rounds_x(job)) {
+    run_rows_f32<bf16>(job, first, last);
+    return;
+  }
+  const auto* w = static_cast<const bf16*>(job.w);
   for (int64_t row = first; row < last; row += kTileRows) {
-    const bool full = row + kTileRows <= last;
-    if (job.type == WeightType::F32) {
-      const auto* w = static_cast<const float*>(job.w);
-      if (full) {
-        row_block_f32<kTileRows>(job.x, job.m, w, job.n, job.k, row, job.y);
-      } else {
-        for (int64_t r = row; r < last; ++r)
-          row_block_f32<1>(job.x, job.m, w, job.n, job.k, r, job.y);
-      }
+    if (row + kTileRows <= last) {
+      row_block_bf16<kTileRows>(xb, job.m, k_padded, w, job.n, job.k, row, job.y);
     } else {
-      const auto* w = static_cast<const bf16*>(job.w);
-      if (full) {
-        row_block_bf16<kTileRows>(xb, job.m, k_padded, w, job.n, job.k, row, job.y);
-      } else {
-        for (int64_t r = row; r < last; ++r) {
-          row_block_bf16<1>(xb, job.m, k_padded, w, job.n, job.k, r, job.y);
-        }
-      }
+      for (int64_t r = row; r < last; ++r)
+        row_block_bf16<1>(xb, job.m, k_padded, w, job.n, job.k, r, job.y);
     }
   }
 }
@@ -212,7 +239,7 @@ void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_
 // without blocking, every weight tile would re-read all of x from L3. Each output is still one
 // tile's full-K sum: the blocking changes no result.
 void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first, int64_t last) {
-  const int64_t x_row_bytes = job.type == WeightType::F32 ? job.k * 4 : k_padded * 2;
+  const int64_t x_row_bytes = rounds_x(job) ? k_padded * 2 : job.k * 4;
   const int64_t block = std::max<int64_t>(kTileM, kXBlockBytes / x_row_bytes / kTileM * kTileM);
   for (int64_t i = 0; i < job.m; i += block) {
     GemvJob part = job;

@@ -20,10 +20,13 @@ inline bool cpu_has_avx512() {
   return has && !reference_kernels_forced();
 }
 
+// True after hide_avx512_bf16(true) (ops.h): the kernels then run as on a CPU without it.
+bool avx512_bf16_hidden();
+
 // True when the MLASERVE_AVX512_BF16 kernels (vdpbf16ps) may run.
 inline bool cpu_has_avx512_bf16() {
-  static const bool has = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
-  return has;
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has && cpu_has_avx512() && !avx512_bf16_hidden();
 }
 
 }  // namespace mlaserve::kernels

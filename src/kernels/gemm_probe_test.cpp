@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "kernels/cpu_isa.h"
-#include "kernels/gemm_choice_test_util.h"
+#include "kernels/kernel_mode_test_util.h"
 
 namespace mlaserve::kernels {
 namespace {

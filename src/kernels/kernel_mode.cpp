@@ -9,6 +9,7 @@ namespace {
 bool g_reference_kernels = false;
 bool g_deterministic_kernels = false;
 bool g_weight_packing = true;
+bool g_avx512_bf16_hidden = false;
 std::optional<GemmChoice> g_gemm_choice;
 }  // namespace
 
@@ -18,6 +19,14 @@ void use_reference_kernels(bool on) {
 
 bool reference_kernels_forced() {
   return g_reference_kernels;
+}
+
+void hide_avx512_bf16(bool on) {
+  g_avx512_bf16_hidden = on;
+}
+
+bool avx512_bf16_hidden() {
+  return g_avx512_bf16_hidden;
 }
 
 void use_deterministic_kernels(bool on) {
@@ -49,9 +58,8 @@ bool gemm_choice_made() {
 }
 
 GemmChoice gemm_choice() {
-  if (g_gemm_choice) return *g_gemm_choice;
-  const GemmPath path = cpu_has_avx512_bf16() ? GemmPath::Bf16Dot : GemmPath::F32Widened;
-  return {path, path};
+  if (!cpu_has_avx512_bf16()) return {GemmPath::F32Widened, GemmPath::F32Widened};
+  return g_gemm_choice.value_or(GemmChoice{});
 }
 
 GemmPath gemm_path(int64_t m) {

@@ -98,6 +98,11 @@ class Weight {
 // fast path end to end (`--kernels reference`). Set once at start-up, before weights are prepared.
 void use_reference_kernels(bool on);
 
+// Every kernel as on a CPU without AVX512_BF16 (AVX-512 F/BW only: Skylake-SP to Ice Lake
+// Xeons): bf16 weights widened to f32 in the GEMV and the GEMM, FP8/INT8 ones through f32 panels.
+// For testing those paths on any CPU. Set before weights are prepared.
+void hide_avx512_bf16(bool on);
+
 // Batch-invariant kernels (`--enable-deterministic-inference`): every op computes each row of its
 // output with one reduction order, whatever the other rows of the call (how many, so which path
 // serves the shape), the chunking of a prompt and the thread count. Matmuls of every m go to
@@ -139,7 +144,7 @@ struct GemmChoice {
   GemmPath large = GemmPath::Bf16Dot;
 };
 // Set once at start-up, before weights are prepared (`--kernels`, or the measured choice).
-// Bf16Dot needs cpu_has_avx512_bf16(); without it the default is F32Widened for both classes.
+// Default Bf16Dot; without AVX512_BF16 both classes are F32Widened whatever was set.
 void use_gemm_choice(GemmChoice choice);
 GemmChoice gemm_choice();
 bool gemm_choice_made();  // use_gemm_choice() was called

@@ -22,6 +22,7 @@
 
 #include "kernels/dnnl_matmul.h"
 #include "kernels/gemv.h"
+#include "kernels/kernel_mode_test_util.h"
 #include "kernels/ops.h"
 
 namespace mlaserve::kernels {
@@ -200,6 +201,21 @@ void BM_MatmulPrefill(benchmark::State& state) {
   use_deterministic_kernels(false);
 }
 
+// The same on the kernels of a CPU without AVX512_BF16 (bf16 weights widened to f32 in the
+// GEMV, FP8/INT8 ones through f32 panels).
+template <WeightType kType>
+void BM_MatmulDecodeWithoutBf16(benchmark::State& state) {
+  const HiddenAvx512Bf16 hidden;
+  BM_MatmulDecode<kType>(state);
+}
+
+// The GEMM on panels widened to f32 (GemmPath::F32Widened) instead of bf16 dot products.
+template <WeightType kType>
+void BM_MatmulPrefillWidened(benchmark::State& state) {
+  const ScopedGemmChoice f32({GemmPath::F32Widened, GemmPath::F32Widened});
+  BM_MatmulPrefill<kType>(state);
+}
+
 // DeepSeek-V3 projections and the bench model's (hidden 1024, dense MLP 2816, vocab 32000).
 void decode_shapes(benchmark::internal::Benchmark* b) {
   for (auto [n, k] :
@@ -229,6 +245,7 @@ BENCHMARK(BM_MatmulDecode<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::F32>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::FP8>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::INT8>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecodeWithoutBf16<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
@@ -237,6 +254,7 @@ BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16, false>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16, true, true>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::F32>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefillWidened<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
 

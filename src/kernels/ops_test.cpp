@@ -15,7 +15,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/deterministic_test_util.h"
-#include "kernels/gemm_choice_test_util.h"
+#include "kernels/kernel_mode_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/reference.h"
 
@@ -271,6 +271,31 @@ TEST(Matmul, DeterministicRowsEqualTheirProductAlone) {
     Weight w = random_weight(type, 130, 1000, 8);
     prepare(w);
     expect_rows_equal_alone(w, random_values(64 * 1000, 9));
+  }
+  const HiddenAvx512Bf16 hidden;  // bf16 weights on the widening GEMV
+  Weight w = random_weight(WeightType::BF16, 130, 1000, 8);
+  prepare(w);
+  expect_rows_equal_alone(w, random_values(64 * 1000, 9));
+}
+
+// Without AVX512_BF16 (Skylake-SP to Ice Lake Xeons) bf16 weights are widened to float32 in
+// the GEMV and the GEMM alike, and x is never rounded: every m matches the exact product, and
+// no packed bf16 copy is made.
+TEST(Matmul, WithoutAvx512Bf16BothPathsKeepXExact) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  const HiddenAvx512Bf16 hidden;
+  for (bool packed : {false, true}) {
+    for (const MatmulCase& c : kMatmulCases) {
+      SCOPED_TRACE(testing::Message()
+                   << "m=" << c.m << " n=" << c.n << " k=" << c.k << " packed=" << packed);
+      Weight w = random_weight(WeightType::BF16, c.n, c.k, 3);
+      if (packed) prepare(w);
+      EXPECT_EQ(w.packed, nullptr);
+      const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 4);
+      const std::vector<float> expected = run_ref_matmul(x, c.m, w);
+      expect_not_all_zero(expected);
+      EXPECT_LE(relative_error(run_matmul(x, c.m, w), expected, 1.0), kF32Tolerance);
+    }
   }
 }
 

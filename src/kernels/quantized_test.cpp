@@ -10,7 +10,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/deterministic_test_util.h"
-#include "kernels/gemm_choice_test_util.h"
+#include "kernels/kernel_mode_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/q8_decode.h"
 #include "kernels/reference.h"
@@ -149,12 +149,11 @@ TEST(Quantized, MatmulMatchesReference) {
 
 // On the f32 GEMM path the panels are dequantized to float32: x (bf16 activations, so already
 // bf16 values here) times the exact weights, within the GEMV's tolerance where the bf16 panels
-// round each weight.
-TEST(Quantized, F32PanelsHoldExactWeights) {
-  SKIP_WITHOUT_AVX512_BF16();
+// round each weight. Without AVX512_BF16 every m takes those panels (no q8 GEMV).
+void check_f32_panels(bool all_m) {
   const ScopedGemmChoice f32({GemmPath::F32Widened, GemmPath::F32Widened});
   for (const QuantizedCase& c : kCases) {
-    if (c.m <= 8) continue;
+    if (c.m <= 8 && !all_m) continue;
     SCOPED_TRACE(testing::Message() << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n
                                     << " k=" << c.k << " phase=" << c.col_phase);
     const Weight w = random_quantized(c, WeightType::BF16, 5);
@@ -164,6 +163,13 @@ TEST(Quantized, F32PanelsHoldExactWeights) {
     ref::matmul(x.data(), c.m, w, expected.data());
     EXPECT_LE(relative_error(actual, expected), kGemvTolerance);
   }
+}
+
+TEST(Quantized, F32PanelsHoldExactWeights) {
+  SKIP_WITHOUT_AVX512_BF16();
+  check_f32_panels(false);
+  const HiddenAvx512Bf16 hidden;
+  check_f32_panels(true);
 }
 
 // Deterministic kernels: a row's product is the same bits alone and in a batch of any size,

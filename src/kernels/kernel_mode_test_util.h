@@ -1,10 +1,11 @@
-// A GEMM path choice (ops.h use_gemm_choice) for one scope of a kernel test.
+// Kernel modes (ops.h) switched for one scope of a kernel test.
 #pragma once
 
 #include "kernels/ops.h"
 
 namespace mlaserve::kernels {
 
+// A GEMM path choice (use_gemm_choice).
 class ScopedGemmChoice {
  public:
   explicit ScopedGemmChoice(GemmChoice choice) : before_(gemm_choice()) { use_gemm_choice(choice); }
@@ -14,6 +15,15 @@ class ScopedGemmChoice {
 
  private:
   GemmChoice before_;
+};
+
+// The kernels of a CPU without AVX512_BF16 (hide_avx512_bf16).
+class HiddenAvx512Bf16 {
+ public:
+  HiddenAvx512Bf16() { hide_avx512_bf16(true); }
+  ~HiddenAvx512Bf16() { hide_avx512_bf16(false); }
+  HiddenAvx512Bf16(const HiddenAvx512Bf16&) = delete;
+  HiddenAvx512Bf16& operator=(const HiddenAvx512Bf16&) = delete;
 };
 
 }  // namespace mlaserve::kernels
