@@ -16,6 +16,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/avx512_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/flash_block.h"
@@ -28,7 +29,7 @@ namespace mlaserve::kernels {
 namespace {
 
 constexpr int64_t kMinRowsPerPart = 128;  // kv rows below which splitting a token costs more
-constexpr int64_t kQueryRun = 16;         // prefill query rows per work item
+constexpr int64_t kQueryRun = 32;         // prefill query rows per work item
 // Multiply-adds (~15-30 µs on one core) below which waking the other threads (~10 µs per
 // OpenMP region on this VM) does not pay.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 21;
@@ -47,14 +48,17 @@ int64_t parts_per_token(int64_t n_q, int64_t shortest_range) {
 // v row} of kv row j; tile_row < 2 * kFlashBlock is the row's place among the two blocks in
 // flight, for a kv_row that decodes into a scratch tile: a place is reused only after its block
 // was folded in.
+// k_t (may be null): the sequence's k rows transposed block by block from row 0, each block
+// flash_block_k_t_floats(d_qk) floats (FlashKvBlock::k_t); then begin must be a block boundary.
 template <typename KvRow>
 void attend_range(const FlashQueries& queries, int64_t begin, int64_t end, KvRow kv_row,
-                  const FlashState& state) {
+                  const FlashState& state, const float* k_t = nullptr) {
   FlashKvBlock blocks[2];  // the current block and the next one (prefetched meanwhile)
   const auto fill = [&](int64_t b, int64_t start) {
     FlashKvBlock& block = blocks[b];
     block.begin = start;
     block.count = std::min(kFlashBlock, end - start);
+    if (k_t) block.k_t = k_t + start / kFlashBlock * flash_block_k_t_floats(queries.d_qk);
     for (int64_t j = 0; j < block.count; ++j) {
       const auto [k, v] = kv_row(start + j, b * kFlashBlock + j);
       block.k[j] = k;
@@ -155,9 +159,31 @@ void absorbed_part(const AbsorbedAttention& s, const float* q, const KvRows& kv,
       state);
 }
 
-// Prefill work item: tokens [first, first + rows) of head h, over their causal prefixes.
-void prefill_run(const PrefillAttention& s, const float* q, const float* k, const float* v,
-                 int64_t h, int64_t first, int64_t rows, float* out) {
+// The k rows of every head transposed block by block, [n_heads][blocks][d_qk][kFlashBlock], zero
+// past n_tokens: the scores' layout (FlashKvBlock::k_t), and each head's k contiguous instead of
+// n_heads·d_qk floats apart, so the blocks stream from memory in order.
+void transpose_k(const PrefillAttention& s, const float* k, float* k_t) {
+  const int64_t blocks = (s.n_tokens + kFlashBlock - 1) / kFlashBlock;
+  const int64_t block_floats = flash_block_k_t_floats(s.d_qk);
+  // Parallel from 64 K floats: the attention that follows wakes the threads anyway.
+  for_each_item(s.n_heads * blocks, s.n_heads * s.n_tokens * s.d_qk >= (1 << 16),
+                [&](int64_t item) {
+                  const int64_t h = item / blocks, b = item % blocks;
+                  float* dst = k_t + item * block_floats;
+                  const int64_t count = std::min(kFlashBlock, s.n_tokens - b * kFlashBlock);
+                  for (int64_t j = 0; j < count; ++j) {
+                    const float* row = k + ((b * kFlashBlock + j) * s.n_heads + h) * s.d_qk;
+                    for (int64_t c = 0; c < s.d_qk; ++c) dst[c * kFlashBlock + j] = row[c];
+                  }
+                  for (int64_t c = 0; c < s.d_qk && count < kFlashBlock; ++c)
+                    std::fill(dst + c * kFlashBlock + count, dst + (c + 1) * kFlashBlock, 0.0f);
+                });
+}
+
+// Prefill work item: tokens [first, first + rows) of head h, over their causal prefixes; k_t is
+// head h's part of transpose_k().
+void prefill_run(const PrefillAttention& s, const float* q, const float* k, const float* k_t,
+                 const float* v, int64_t h, int64_t first, int64_t rows, float* out) {
   const int64_t rows_padded = round_up_to_tile(rows);
   thread_local GroupScratch group;
   group.q.resize(static_cast<size_t>(rows_padded));
@@ -176,7 +202,7 @@ void prefill_run(const PrefillAttention& s, const float* q, const float* k, cons
       [&](int64_t j, int64_t) {
         return std::pair{k + (j * s.n_heads + h) * s.d_qk, v + (j * s.n_heads + h) * s.d_v};
       },
-      state);
+      state, k_t);
   for (int64_t r = 0; r < rows; ++r) {
     flash_write_row(&state, 1, r, s.d_v, out + ((first + r) * s.n_heads + h) * s.d_v);
   }
@@ -225,11 +251,19 @@ void mla_attention_prefill(const PrefillAttention& s, const float* q, const floa
   if (!cpu_has_avx512()) return ref::mla_attention_prefill(s, q, k, v, out);
   const int64_t runs = (s.n_tokens + kQueryRun - 1) / kQueryRun;
   const int64_t macs = s.n_heads * s.n_tokens * (s.n_tokens + 1) / 2 * (s.d_qk + s.d_v);
-  // Latest runs first: they see the longest prefixes, so the dynamic schedule ends evenly.
+  const int64_t head_k_t_floats =
+      (s.n_tokens + kFlashBlock - 1) / kFlashBlock * flash_block_k_t_floats(s.d_qk);
+  thread_local std::vector<float> k_t_storage;
+  float* k_t = take(k_t_storage, s.n_heads * head_k_t_floats);
+  transpose_k(s, k, k_t);
+  // Head by head, so that a head's k_t and v stay in cache while the threads take its runs;
+  // within a head the latest runs first: they see the longest prefixes, so the dynamic schedule
+  // ends evenly.
   for_each_item(runs * s.n_heads, macs >= kMinParallelMacs, [&](int64_t item) {
-    const int64_t run = runs - 1 - item / s.n_heads, h = item % s.n_heads;
+    const int64_t run = runs - 1 - item % runs, h = item / runs;
     const int64_t first = run * kQueryRun;
-    prefill_run(s, q, k, v, h, first, std::min(kQueryRun, s.n_tokens - first), out);
+    prefill_run(s, q, k, k_t + h * head_k_t_floats, v, h, first,
+                std::min(kQueryRun, s.n_tokens - first), out);
   });
 }
 

@@ -71,6 +71,34 @@ MLASERVE_AVX512 void score_tile(const float* const* q, const float* const* k, in
   _mm_storeu_ps(s + 3 * kFlashBlock, _mm512_extractf32x4_ps(sums, 3));
 }
 
+// s[r * kFlashBlock + j] = q[r] · k[j] for r < kRows and every j of a block given transposed
+// (k_t[c * kFlashBlock + j] = k[j][c]): the kv rows lie in the lanes and each q value is
+// broadcast into a multiply-add, so no horizontal sums are needed (with d_qk = 96 they took
+// about half of score_tile's time).
+template <int kRows>
+MLASERVE_AVX512 void score_rows_transposed(const float* const* q, const float* k_t, int64_t d,
+                                           float* s) {
+  static_assert(kFlashBlock == 32, "two vectors of kv rows per k_t row");
+  __m512 lo[kRows], hi[kRows];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; ++c) {
+    const __m512 k0 = _mm512_loadu_ps(k_t + c * kFlashBlock);
+    const __m512 k1 = _mm512_loadu_ps(k_t + c * kFlashBlock + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 qv = _mm512_set1_ps(q[r][c]);
+      lo[r] = _mm512_fmadd_ps(qv, k0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(qv, k1, hi[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+    _mm512_storeu_ps(s + r * kFlashBlock, lo[r]);
+    _mm512_storeu_ps(s + r * kFlashBlock + 16, hi[r]);
+  }
+}
+
 // Requests rows[0, count) (d floats each) into L2.
 void prefetch_rows(const float* const* rows, int64_t count, int64_t d) {
   for (int64_t r = 0; r < count; ++r) {
@@ -84,6 +112,19 @@ void prefetch_rows(const float* const* rows, int64_t count, int64_t d) {
 void score_block(const FlashQueries& queries, const FlashKvBlock& block, const FlashKvBlock* next,
                  float* p) {
   const int64_t rows_padded = round_up_to_tile(queries.n_rows);
+  if (block.k_t) {
+    if (next && next->k_t) {
+      const int64_t floats = flash_block_k_t_floats(queries.d_qk);
+      for (int64_t f = 0; f < floats; f += 16) _mm_prefetch(next->k_t + f, _MM_HINT_T1);
+    }
+    int64_t r = 0;
+    for (; r + 8 <= rows_padded; r += 8)
+      score_rows_transposed<8>(queries.q + r, block.k_t, queries.d_qk, p + r * kFlashBlock);
+    for (; r < rows_padded; r += kFlashTile)
+      score_rows_transposed<kFlashTile>(queries.q + r, block.k_t, queries.d_qk,
+                                        p + r * kFlashBlock);
+    return;
+  }
   for (int64_t c = 0; c < round_up_to_tile(block.count); c += kFlashTile) {
     if (next && c < next->count) {
       prefetch_rows(next->k + c, std::min(kFlashTile, next->count - c), queries.d_qk);

@@ -41,11 +41,19 @@ void flash_state_reset(const FlashState& state, int64_t rows_padded, int64_t d_v
 
 // Kv rows [begin, begin + count) of a sequence, count <= kFlashBlock: pointers to rows of d_qk
 // (k) and d_v (v) floats, padded to round_up_to_tile(count) entries by repeating a real row.
+// k_t, when set, holds the block's k rows transposed: k_t[c * kFlashBlock + j] = k[j][c] for
+// every c < d_qk and all kFlashBlock j (zero past count); the scores then come from it.
 struct FlashKvBlock {
   int64_t begin = 0, count = 0;
   const float* k[kFlashBlock] = {};
   const float* v[kFlashBlock] = {};
+  const float* k_t = nullptr;
 };
+
+// Floats of one block's k_t.
+inline int64_t flash_block_k_t_floats(int64_t d_qk) {
+  return d_qk * kFlashBlock;
+}
 
 // Folds one kv block into the state. `next` (may be null) is the block that follows: its k
 // rows are prefetched into L2 meanwhile, as a KV cache read once per step comes from DRAM.

@@ -338,6 +338,7 @@ void BM_PrefillAttention(benchmark::State& state) {
 BENCHMARK(BM_PrefillAttention)
     ->ArgNames({"tokens", "heads", "d_qk", "d_v"})
     ->Args({512, 16, 96, 64})
+    ->Args({4096, 16, 96, 64})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -659,7 +659,8 @@ struct PrefillCase {
 TEST(PrefillAttention, MatchesReference) {
   SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   const PrefillCase cases[] = {{1, 1, 16, 16},     {7, 3, 24, 20}, {33, 8, 96, 64},
-                               {100, 2, 192, 128}, {17, 1, 5, 3},  {64, 16, 96, 64}};
+                               {100, 2, 192, 128}, {17, 1, 5, 3},  {64, 16, 96, 64},
+                               {130, 3, 40, 24}};
   for (const PrefillCase& c : cases) {
     SCOPED_TRACE(testing::Message() << "n_tokens=" << c.n_tokens << " n_heads=" << c.n_heads
                                     << " d_qk=" << c.d_qk << " d_v=" << c.d_v);
