@@ -27,6 +27,11 @@ inline __mmask32 first_lanes32(int64_t count) {
   return count >= 32 ? 0xffffffffu : static_cast<__mmask32>((1u << count) - 1u);
 }
 
+// Mask of the first min(count, 64) lanes of a 64-lane vector; count >= 0.
+inline __mmask64 first_lanes64(int64_t count) {
+  return count >= 64 ? ~__mmask64{0} : (__mmask64{1} << count) - 1;
+}
+
 // Makes v live in a register. In register-tiled loops (4 × 4 FMAs from 4 + 4 loaded vectors)
 // g++ otherwise folds one side's loads into the FMAs as memory operands, reloading each vector
 // once per use: 20 loads per 16 FMAs instead of 8, which left such loops load-bound at about a

@@ -15,24 +15,36 @@ namespace {
 
 constexpr int64_t kPrefetchBytes = 8192;
 
-// block[r][i] += x row i · decoded weight row r over columns [c, c + count), count <= 32. The
+// block[r][i] += x row i · decoded weight row r over columns [c, c + count), count <= 64. The
 // same columns of the rows at `next` (the thread's next block) are fetched into L2 meanwhile:
 // an FP8 row of K = 1024 is 1 KB, too short for the hardware prefetcher to ramp up on each new
 // set of 8 row streams (without it, K = 1024 weights streamed at half the rate of K = 7168).
 template <int kRows, int kM>
-MLASERVE_AVX512_BF16 inline __attribute__((always_inline)) void accumulate(
+MLASERVE_AVX512_VBMI_BF16 inline __attribute__((always_inline)) void accumulate(
     const bf16* x, int64_t k_padded, const uint8_t* w, const uint8_t* next, int64_t k, int64_t c,
-    int64_t count, const DecodeTable& table, __m512 (&block)[kRows][kM]) {
-  __m512bh xv[kM];
+    int64_t count, const ByteDecodeTable& table, __m512 (&block)[kRows][kM]) {
+  __m512bh x_first[kM], x_second[kM];
+  const __mmask32 x_lanes0 = first_lanes32(count),
+                  x_lanes1 = first_lanes32(std::max<int64_t>(count - 32, 0));
 #pragma GCC unroll 8
-  for (int i = 0; i < kM; ++i)
-    xv[i] = (__m512bh)_mm512_maskz_loadu_epi16(first_lanes32(count), x + i * k_padded + c);
+  for (int i = 0; i < kM; ++i) {
+    const bf16* row = x + i * k_padded + c;
+    interleave_like_codes(_mm512_maskz_loadu_epi16(x_lanes0, row),
+                          _mm512_maskz_loadu_epi16(x_lanes1, row + 32), x_first[i], x_second[i]);
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) {
     _mm_prefetch(next + r * k + c, _MM_HINT_T1);
-    const __m512bh wv = (__m512bh)decode_codes(load_codes(w + r * k + c, count), table);
+    const uint8_t* codes = w + r * k + c;
+    __m512i first, second;
+    decode_codes64(count >= 64 ? _mm512_loadu_si512(codes)
+                               : _mm512_maskz_loadu_epi8(first_lanes64(count), codes),
+                   table, first, second);
 #pragma GCC unroll 8
-    for (int i = 0; i < kM; ++i) block[r][i] = _mm512_dpbf16_ps(block[r][i], wv, xv[i]);
+    for (int i = 0; i < kM; ++i) {
+      block[r][i] = _mm512_dpbf16_ps(block[r][i], (__m512bh)first, x_first[i]);
+      block[r][i] = _mm512_dpbf16_ps(block[r][i], (__m512bh)second, x_second[i]);
+    }
   }
 }
 
@@ -40,9 +52,10 @@ MLASERVE_AVX512_BF16 inline __attribute__((always_inline)) void accumulate(
 // sums plus as many totals must fit the 32 zmm registers beside the four table vectors, two
 // constants and the loaded vectors: 8 × 1 or 4 × 2.
 template <int kRows, int kM>
-MLASERVE_AVX512_BF16 void tile_q8(const bf16* x, int64_t k_padded, const uint8_t* w,
-                                  const uint8_t* next, int64_t k, const BlockScales& s, int64_t row,
-                                  const DecodeTable& table, float* y, int64_t y_stride) {
+MLASERVE_AVX512_VBMI_BF16 void tile_q8(const bf16* x, int64_t k_padded, const uint8_t* w,
+                                       const uint8_t* next, int64_t k, const BlockScales& s,
+                                       int64_t row, const ByteDecodeTable& table, float* y,
+                                       int64_t y_stride) {
   __m512 total[kRows][kM], block[kRows][kM];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
@@ -55,8 +68,8 @@ MLASERVE_AVX512_BF16 void tile_q8(const bf16* x, int64_t k_padded, const uint8_t
       for (int i = 0; i < kM; ++i) block[r][i] = _mm512_setzero_ps();
     const int64_t end = s.block_end(j, k);
     int64_t c = s.block_begin(j);
-    for (; c + 32 <= end; c += 32)
-      accumulate<kRows, kM>(x, k_padded, w, next, k, c, 32, table, block);
+    for (; c + 64 <= end; c += 64)
+      accumulate<kRows, kM>(x, k_padded, w, next, k, c, 64, table, block);
     // Masked: lanes past the block read zero codes and zero x.
     if (c < end) accumulate<kRows, kM>(x, k_padded, w, next, k, c, end - c, table, block);
 #pragma GCC unroll 8
@@ -74,8 +87,9 @@ MLASERVE_AVX512_BF16 void tile_q8(const bf16* x, int64_t k_padded, const uint8_t
 
 // Weight rows [row, row + rows) against every x row. Pairs of x rows go 4 weight rows at a
 // time (the 8 rows of a thread's block are then read twice per pair, from L1/L2).
-MLASERVE_AVX512_BF16 void row_block_q8(const GemvJob& job, const bf16* xb, int64_t k_padded,
-                                       int64_t row, int64_t rows, const DecodeTable& table) {
+MLASERVE_AVX512_VBMI_BF16 void row_block_q8(const GemvJob& job, const bf16* xb, int64_t k_padded,
+                                            int64_t row, int64_t rows,
+                                            const ByteDecodeTable& table) {
   const int64_t k = job.k;
   const uint8_t* w = static_cast<const uint8_t*>(job.w) + row * k;
   // Rows at least kPrefetchBytes ahead (whole 8-row blocks): with short rows (K = 384: 3 KB per
@@ -114,6 +128,21 @@ DecodeTable make_table(WeightType type) {
   return table;
 }
 
+ByteDecodeTable make_byte_table(WeightType type) {
+  alignas(64) std::array<uint8_t, 128> high, low;
+  for (int code = 0; code < 128; ++code) {
+    const bf16 magnitude = f32_to_bf16(code_value(type, static_cast<uint8_t>(code)));
+    high[static_cast<size_t>(code)] = static_cast<uint8_t>(magnitude >> 8);
+    low[static_cast<size_t>(code)] = static_cast<uint8_t>(magnitude & 0xff);
+  }
+  ByteDecodeTable table;
+  for (int part = 0; part < 2; ++part) {
+    std::memcpy(&table.high[part], high.data() + 64 * part, 64);
+    std::memcpy(&table.low[part], low.data() + 64 * part, 64);
+  }
+  return table;
+}
+
 // One scaled block segment of a row, decoded and rounded: out[c] = bf16(value(code[c]) · scale).
 MLASERVE_AVX512_BF16 void dequantize_segment(const uint8_t* codes, int64_t count, float scale,
                                              const DecodeTable& table, bf16* out) {
@@ -130,6 +159,12 @@ MLASERVE_AVX512_BF16 void dequantize_segment(const uint8_t* codes, int64_t count
 
 }  // namespace
 
+const ByteDecodeTable& byte_decode_table(WeightType type) {
+  static const ByteDecodeTable fp8 = make_byte_table(WeightType::FP8);
+  static const ByteDecodeTable int8 = make_byte_table(WeightType::INT8);
+  return type == WeightType::FP8 ? fp8 : int8;
+}
+
 const DecodeTable& decode_table(WeightType type) {
   static const DecodeTable fp8 = make_table(WeightType::FP8);
   static const DecodeTable int8 = make_table(WeightType::INT8);
@@ -138,7 +173,7 @@ const DecodeTable& decode_table(WeightType type) {
 
 void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                   int64_t last) {
-  const DecodeTable& table = decode_table(job.type);
+  const ByteDecodeTable& table = byte_decode_table(job.type);
   for (int64_t row = first; row < last; row += 8) {
     row_block_q8(job, xb, k_padded, row, std::min<int64_t>(8, last - row), table);
   }

@@ -7,6 +7,10 @@
 #define MLASERVE_AVX512_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 
+// The FP8/INT8 GEMV's decode: byte permutes (vpermi2b, AVX512_VBMI) beside vdpbf16ps.
+#define MLASERVE_AVX512_VBMI_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma")))
+
 namespace mlaserve::kernels {
 
 // True after use_reference_kernels(true) (ops.h): every fast path then declines.
@@ -27,6 +31,13 @@ bool avx512_bf16_hidden();
 inline bool cpu_has_avx512_bf16() {
   static const bool has = __builtin_cpu_supports("avx512bf16");
   return has && cpu_has_avx512() && !avx512_bf16_hidden();
+}
+
+// True when the MLASERVE_AVX512_VBMI_BF16 kernels may run (every CPU with AVX512_BF16 but
+// Cooper Lake has VBMI).
+inline bool cpu_has_avx512_vbmi_bf16() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has && cpu_has_avx512_bf16();
 }
 
 }  // namespace mlaserve::kernels

@@ -34,12 +34,13 @@ bool rounds_x(const Weight& w) {
 
 // FP8/INT8 weights with float32 activations (exactness checks) take the dequantizing GEMM path
 // at every m: their GEMV would need a second set of kernels for a mode that is not about speed.
-// So do they on a CPU without AVX512_BF16, where the GEMV widens only bf16 weights.
+// So do they on a CPU without AVX512_BF16 (or VBMI, for the GEMV's decode), where the GEMV
+// widens only bf16 weights.
 bool use_gemv(const MatmulJob& job) {
   const Weight& w = *job.w;
   const bool supported = w.type() == WeightType::F32 || w.type() == WeightType::BF16
                              ? cpu_has_avx512()
-                             : rounds_x(w) && cpu_has_avx512_bf16();
+                             : rounds_x(w) && cpu_has_avx512_vbmi_bf16();
   const int64_t max_rows =
       w.type() == WeightType::BF16 && !w.packed ? kMaxGemvRowsUnpacked : kMaxGemvRows;
   return supported && w.cols() > 0 && (job.m <= max_rows || deterministic_kernels());

@@ -29,7 +29,7 @@ struct GemvJob {
 void gemv_batch(std::span<const GemvJob> jobs);
 
 // Weight rows [first, last) of an FP8/INT8 job, x already rounded to bf16 (rows k_padded
-// apart, zero past k). Needs cpu_has_avx512_bf16(). Used by gemv_batch.
+// apart, zero past k). Needs cpu_has_avx512_vbmi_bf16(). Used by gemv_batch.
 void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                   int64_t last);
 

@@ -33,6 +33,39 @@ MLASERVE_AVX512 inline __m512i decode_codes(__m512i codes, const DecodeTable& ta
                                    _mm512_set1_epi16(static_cast<int16_t>(0x8000)), 0xF8);
 }
 
+// The GEMV's faster decode, 64 codes at a time: the high and the low byte of each magnitude's
+// bf16 bits looked up by vpermi2b, which indexes 128 bytes by bits 0-6 of each code (bit 7, the
+// sign, is ignored), the sign merged into the high byte, and the bytes interleaved into bf16
+// lanes. Two byte permutes and two unpacks per 64 codes instead of four word permutes, two
+// widenings and two blends: ~37 vs ~20 GB/s of codes per Zen 5 core, so the GEMV keeps up with
+// the memory. The unpacks leave the values in quads: `first` holds codes 0-7, 16-23, 32-39 and
+// 48-55, `second` codes 8-15, 24-31, 40-47 and 56-63; interleave_like_codes() arranges x alike.
+struct ByteDecodeTable {
+  __m512i high[2];  // high bytes of the magnitudes of codes 0-63, 64-127
+  __m512i low[2];   // low bytes
+};
+const ByteDecodeTable& byte_decode_table(WeightType type);
+
+MLASERVE_AVX512_VBMI_BF16 inline void decode_codes64(__m512i codes, const ByteDecodeTable& table,
+                                                     __m512i& first, __m512i& second) {
+  const __m512i high = _mm512_permutex2var_epi8(table.high[0], codes, table.high[1]);
+  const __m512i low = _mm512_permutex2var_epi8(table.low[0], codes, table.low[1]);
+  // high | (code & 0x80): the code's sign becomes the bf16 sign bit.
+  const __m512i signed_high =
+      _mm512_ternarylogic_epi32(high, codes, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+  first = _mm512_unpacklo_epi8(low, signed_high);
+  second = _mm512_unpackhi_epi8(low, signed_high);
+}
+
+// x[0, 64) as bf16 (x0 = x[0, 32), x1 = x[32, 64)) in decode_codes64's order.
+MLASERVE_AVX512_VBMI_BF16 inline void interleave_like_codes(__m512i x0, __m512i x1, __m512bh& first,
+                                                            __m512bh& second) {
+  // 64-bit pieces: pieces 0,1 of x0 are x 0-7, pieces 4,5 x 16-23; 8+ index x1.
+  first = (__m512bh)_mm512_permutex2var_epi64(x0, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), x1);
+  second =
+      (__m512bh)_mm512_permutex2var_epi64(x0, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), x1);
+}
+
 // Codes [0, count) of p (count <= 32; lanes past count decode code 0, i.e. +0).
 MLASERVE_AVX512 inline __m512i load_codes(const uint8_t* p, int64_t count) {
   if (count >= 32)

@@ -29,22 +29,53 @@ MLASERVE_AVX512 std::vector<bf16> decode_all_codes(WeightType type) {
   return out;
 }
 
+// The GEMV's decode (decode_codes64), put back in code order: lane q of `first` holds code
+// 16·(q / 8) + q % 8 of its 64, lane q of `second` that code + 8.
+MLASERVE_AVX512_VBMI_BF16 std::vector<bf16> decode_all_codes64(WeightType type) {
+  std::vector<bf16> out(256);
+  for (int first = 0; first < 256; first += 64) {
+    std::vector<uint8_t> codes(64);
+    for (int i = 0; i < 64; ++i) codes[static_cast<size_t>(i)] = static_cast<uint8_t>(first + i);
+    __m512i low_quads, high_quads;
+    decode_codes64(_mm512_loadu_si512(codes.data()), byte_decode_table(type), low_quads,
+                   high_quads);
+    std::vector<bf16> lanes(64);
+    _mm512_storeu_si512(lanes.data(), low_quads);
+    _mm512_storeu_si512(lanes.data() + 32, high_quads);
+    for (int q = 0; q < 32; ++q) {
+      const int code = first + 16 * (q / 8) + q % 8;
+      out[static_cast<size_t>(code)] = lanes[static_cast<size_t>(q)];
+      out[static_cast<size_t>(code + 8)] = lanes[static_cast<size_t>(32 + q)];
+    }
+  }
+  return out;
+}
+
+// Every code of `type` decoded to its exact value (NaN to a NaN, zeros with their sign).
+void check_every_code(WeightType type, const std::vector<bf16>& decoded) {
+  for (int code = 0; code < 256; ++code) {
+    SCOPED_TRACE(testing::Message() << weight_type_name(type) << " code " << code);
+    const float expected = type == WeightType::FP8 ? fp8_e4m3_to_f32(static_cast<uint8_t>(code))
+                           : (code & 0x80) ? -static_cast<float>(code & 0x7f)  // sign-magnitude
+                                           : static_cast<float>(code);
+    const float actual = bf16_to_f32(decoded[static_cast<size_t>(code)]);
+    if (std::isnan(expected)) {
+      EXPECT_TRUE(std::isnan(actual));
+    } else {
+      EXPECT_EQ(actual, expected);
+      EXPECT_EQ(std::signbit(actual), std::signbit(expected));
+    }
+  }
+}
+
 TEST(Quantized, EveryCodeDecodesExactly) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "the decode kernel needs AVX-512 (F, BW)";
-  for (WeightType type : {WeightType::FP8, WeightType::INT8}) {
-    const std::vector<bf16> decoded = decode_all_codes(type);
-    for (int code = 0; code < 256; ++code) {
-      SCOPED_TRACE(testing::Message() << weight_type_name(type) << " code " << code);
-      const float expected = type == WeightType::FP8 ? fp8_e4m3_to_f32(static_cast<uint8_t>(code))
-                             : (code & 0x80) ? -static_cast<float>(code & 0x7f)  // sign-magnitude
-                                             : static_cast<float>(code);
-      const float actual = bf16_to_f32(decoded[static_cast<size_t>(code)]);
-      if (std::isnan(expected)) {
-        EXPECT_TRUE(std::isnan(actual));
-      } else {
-        EXPECT_EQ(actual, expected);
-        EXPECT_EQ(std::signbit(actual), std::signbit(expected));
-      }
+  for (bool gemv_decode : {false, true}) {
+    if (gemv_decode && !cpu_has_avx512_vbmi_bf16()) continue;
+    for (WeightType type : {WeightType::FP8, WeightType::INT8}) {
+      const std::vector<bf16> decoded =
+          gemv_decode ? decode_all_codes64(type) : decode_all_codes(type);
+      check_every_code(type, decoded);
     }
   }
 }
