@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/dnnl_matmul.h"
 #include "kernels/gemv.h"
 #include "kernels/kernel_mode_test_util.h"
@@ -341,6 +342,46 @@ BENCHMARK(BM_PrefillAttention)
     ->Args({4096, 16, 96, 64})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// ---- ceilings ---------------------------------------------------------------------------
+
+// The FMA peak of one core: 12 independent accumulators (more than the multiply-adds in flight
+// at once on any core we met) updated from registers only, in assembly so that no compiler
+// folds or reorders them. Each instruction is 16 lanes × 2 FLOPs (f32 FMA) or 16 lanes × 2
+// products × 2 FLOPs (vdpbf16ps). Compare the kernels' FLOP/s_per_core with these.
+#define MLASERVE_TWELVE(op)                                                                       \
+  op " %%zmm13,%%zmm13,%%zmm1\n" op " %%zmm13,%%zmm13,%%zmm2\n" op " %%zmm13,%%zmm13,%%zmm3\n" op \
+     " %%zmm13,%%zmm13,%%zmm4\n" op " %%zmm13,%%zmm13,%%zmm5\n" op " %%zmm13,%%zmm13,%%zmm6\n" op \
+     " %%zmm13,%%zmm13,%%zmm7\n" op " %%zmm13,%%zmm13,%%zmm8\n" op " %%zmm13,%%zmm13,%%zmm9\n" op \
+     " %%zmm13,%%zmm13,%%zmm10\n" op " %%zmm13,%%zmm13,%%zmm11\n" op " %%zmm13,%%zmm13,%%zmm12\n"
+
+MLASERVE_AVX512 void f32_fma_loop(int64_t n) {
+  asm volatile(
+      "vpxord %%zmm13,%%zmm13,%%zmm13\n1:\n" MLASERVE_TWELVE("vfmadd231ps") "dec %0\n jnz 1b\n"
+      : "+r"(n)::"xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "cc");
+}
+
+MLASERVE_AVX512_BF16 void bf16_dot_loop(int64_t n) {
+  asm volatile(
+      "vpxord %%zmm13,%%zmm13,%%zmm13\n1:\n" MLASERVE_TWELVE("vdpbf16ps") "dec %0\n jnz 1b\n"
+      : "+r"(n)::"xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "cc");
+}
+
+template <bool kBf16>
+void BM_FmaPeak(benchmark::State& state) {
+  if (kBf16 ? !cpu_has_avx512_bf16() : !cpu_has_avx512()) {
+    state.SkipWithError("the CPU lacks the instruction");
+    return;
+  }
+  constexpr int64_t kLoops = 1 << 20;
+  Rates rates(state);
+  for (auto _ : state) kBf16 ? bf16_dot_loop(kLoops) : f32_fma_loop(kLoops);
+  rates.rate("FLOP/s", static_cast<double>(kLoops) * 12 * (kBf16 ? 64 : 32));
+}
+BENCHMARK(BM_FmaPeak<false>)->Name("BM_FmaPeak/f32");
+BENCHMARK(BM_FmaPeak<true>)->Name("BM_FmaPeak/bf16");
 
 // ---- row-wise ops -----------------------------------------------------------------------
 
