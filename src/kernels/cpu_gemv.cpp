@@ -86,10 +86,7 @@ MLASERVE_AVX512 void tile_f32(const float* x, const W* w, const W* next, int64_t
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_fmadd_ps(wv, xv[i], acc[r][i]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 8
-    for (int i = 0; i < kM; ++i) y[i * y_stride + r] = hsum(acc[r][i]);
+  store_tile_sums<kRows, kM>(acc, y, y_stride);
 }
 
 // All x rows against weight rows [row, row + rows), rows <= kTileRows.
@@ -151,10 +148,7 @@ MLASERVE_AVX512_BF16 void tile_bf16(const bf16* x, int64_t k_padded, const bf16*
       for (int i = 0; i < kM; ++i) acc[r][i] = _mm512_dpbf16_ps(acc[r][i], wv, xv[i]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 8
-    for (int i = 0; i < kM; ++i) y[i * y_stride + r] = hsum(acc[r][i]);
+  store_tile_sums<kRows, kM>(acc, y, y_stride);
 }
 
 template <int kRows>

@@ -79,10 +79,7 @@ MLASERVE_AVX512_VBMI_BF16 void tile_q8(const bf16* x, int64_t k_padded, const ui
       for (int i = 0; i < kM; ++i) total[r][i] = _mm512_fmadd_ps(block[r][i], scale, total[r][i]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 8
-    for (int i = 0; i < kM; ++i) y[i * y_stride + r] = hsum(total[r][i]);
+  store_tile_sums<kRows, kM>(total, y, y_stride);
 }
 
 // Weight rows [row, row + rows) against every x row. Pairs of x rows go 4 weight rows at a

@@ -15,13 +15,15 @@
 namespace mlaserve::kernels {
 namespace {
 
-// Largest m that goes to the GEMV kernels. On one large weight oneDNN's packed layout streams W
-// a little faster from m = 4 (ops_microbench BM_CutOver, 2048×7168: GEMV 13.9 vs 16.2 GB/s per core
-// at m = 4), but each oneDNN call starts its OpenMP team (~20-50 µs on this VM) and runs one
-// weight at a time: at decode batch 32 a layer's 32 experts see ~6 rows each, and 448 such
-// calls per step took 64 ms where one GEMV pass over all experts streams them at the memory
-// rate. Beyond 8 rows the GEMV's FLOP rate falls behind oneDNN's.
-constexpr int64_t kMaxGemvRows = 8;
+// Largest m that goes to the GEMV kernels. Each oneDNN call starts its OpenMP team (~20-50 µs
+// on this VM) and runs one weight at a time: at decode batch 32 a layer's 32 experts see ~6 rows
+// each, and 448 such calls per step took 64 ms where one GEMV pass over all experts streams them
+// at the memory rate. Past the memory-bound m the GEMV is compute-bound (~70 % of the
+// vdpbf16ps peak, tile sums included); at m = 16 it matches oneDNN on every bench-model and
+// DeepSeek-V3 shape (ops_microbench BM_CutOver), and bench-one-batch's batch-32 decode step took
+// 53-54 ms with the cut-over at 16, 53-55 at 32 and 59 at 8 (bench/RESULTS.md). At m = 32
+// oneDNN is ~10 % faster on V3's 2048 x 7168, so 16 it is.
+constexpr int64_t kMaxGemvRows = 16;
 // The same for a bf16 weight that has no packed copy (--weight-packing off): oneDNN on the
 // row-major layout is ~15-20 % slower at m = 32 than on its packed copy (ops_microbench
 // BM_MatmulPrefill<BF16, false>), the GEMV about as fast as packed oneDNN (BM_CutOver, m = 32).

@@ -22,8 +22,8 @@ class DeterministicKernels {
 };
 
 // The m values at which the fast matmul switches paths: GEMV tiles of 1-3 x rows, several
-// tiles (4-8), and beyond the GEMV's range (oneDNN outside the deterministic mode).
-inline constexpr int64_t kPathSwitchingRows[] = {1, 2, 3, 4, 8, 9, 16, 33, 64};
+// tiles (4-16), and beyond the GEMV's range (oneDNN outside the deterministic mode).
+inline constexpr int64_t kPathSwitchingRows[] = {1, 2, 3, 4, 8, 9, 16, 17, 33, 64};
 
 // Every row of x[m_max, w.cols()] multiplied alone must give the same bits as within a batch of
 // the first m rows, for each m of kPathSwitchingRows (m <= m_max), with one and three threads.

@@ -9,32 +9,6 @@
 namespace mlaserve::kernels {
 namespace {
 
-// Horizontal sums of 16 vectors a0..a15 gathered into one vector [Σa0, ..., Σa15] by
-// interleave-and-add steps: 45 shuffles/adds instead of 16 separate reductions. (By-value
-// helpers: passing the accumulator array by reference makes g++ keep it in memory.)
-
-// Per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3].
-MLASERVE_AVX512 inline __m512 sum_pairs(__m512 a, __m512 b) {
-  return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-}
-
-// Per 128-bit lane: that lane's partial sums of the four vectors behind pairs ab and cd.
-MLASERVE_AVX512 inline __m512 sum_quads(__m512 ab, __m512 cd) {
-  const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd));
-  const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd));
-  return _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));  // float adds
-}
-
-// Adds the four 128-bit lanes of each quad; quad i's four totals land in lane i.
-MLASERVE_AVX512 inline __m512 sum_lanes(__m512 q0, __m512 q1, __m512 q2, __m512 q3) {
-  const __m512 q01 = _mm512_add_ps(_mm512_shuffle_f32x4(q0, q1, _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(q0, q1, _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 q23 = _mm512_add_ps(_mm512_shuffle_f32x4(q2, q3, _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(q2, q3, _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(q01, q23, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(q01, q23, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 // acc[4r + j] += q[r][c..c+16) · k[j][c..c+16) lane-wise, lanes outside `valid` read as 0.
 MLASERVE_AVX512 inline void score_step(const float* const* q, const float* const* k, int64_t c,
                                        __mmask16 valid, __m512 (&acc)[16]) {

@@ -130,7 +130,7 @@ class Rates {
 
 // ---- matmul -----------------------------------------------------------------------------
 
-// Args: N, K, m. Weights from DRAM; m <= 8 takes the GEMV path.
+// Args: N, K, m. Weights from DRAM; m <= 16 takes the GEMV path.
 template <WeightType kType>
 void BM_MatmulDecode(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);

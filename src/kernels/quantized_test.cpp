@@ -137,7 +137,7 @@ double relative_error(const std::vector<float>& actual, const std::vector<float>
   return largest > 0.0 ? worst / largest : INFINITY;
 }
 
-// m across the GEMV (<= 8) and panel GEMM paths; k with partial blocks, phases that put block
+// m across the GEMV (<= 16) and panel GEMM paths; k with partial blocks, phases that put block
 // ends off the 32-lane chunks; fused block rows; n with row tails.
 const QuantizedCase kCases[] = {
     {WeightType::FP8, 1, 37, 100, 0, 0},     {WeightType::FP8, 1, 256, 1024, 0, 0},
@@ -171,7 +171,7 @@ TEST(Quantized, MatmulMatchesReference) {
       std::vector<float> actual(static_cast<size_t>(c.m * c.n), NAN), expected(actual.size());
       matmul(x.data(), c.m, w, actual.data());
       ref::matmul(x.data(), c.m, w, expected.data());
-      const bool panel_bf16 = activations == WeightType::BF16 && c.m > 8;
+      const bool panel_bf16 = activations == WeightType::BF16 && c.m > 16;
       EXPECT_LE(relative_error(actual, expected),
                 panel_bf16 ? kPanelBf16Tolerance : kGemvTolerance);
     }
@@ -184,7 +184,7 @@ TEST(Quantized, MatmulMatchesReference) {
 void check_f32_panels(bool all_m) {
   const ScopedGemmChoice f32({GemmPath::F32Widened, GemmPath::F32Widened});
   for (const QuantizedCase& c : kCases) {
-    if (c.m <= 8 && !all_m) continue;
+    if (c.m <= 16 && !all_m) continue;
     SCOPED_TRACE(testing::Message() << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n
                                     << " k=" << c.k << " phase=" << c.col_phase);
     const Weight w = random_quantized(c, WeightType::BF16, 5);
