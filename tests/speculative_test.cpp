@@ -1,8 +1,8 @@
 // NEXTN speculative decoding end to end on brown-tiny-mtp (float32): greedy outputs equal the
 // reference's and those of the same server without speculation, alone and 32 at a time, at
 // tp 1 and under DP attention; the accept length meta_info reports is what the MTP layer's
-// reference acceptance implies; requests that cannot speculate (sampling) run unchanged; flags
-// that cannot run are clear errors.
+// reference acceptance implies; logprobs equal those without speculation; requests that cannot
+// speculate (penalties) run unchanged; flags that cannot run are clear errors.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -31,7 +31,7 @@ std::vector<int> ids_of(const json& c) {
   return c["ids"].get<std::vector<int>>();
 }
 
-// Greedy /generate without logprobs (a request that asks for them does not speculate).
+// Greedy /generate.
 json greedy(const ServerProcess& server, const std::vector<int>& ids, int max_new) {
   const json body = {
       {"input_ids", ids},
@@ -178,6 +178,42 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Speculative,
                          ::testing::Values("", "--tp 4 --dp 2 --enable-dp-attention",
                                            "--tp 2 --enable-ep-moe --enable-dp-linear "
                                            "--dp-linear-min-tokens 2"));
+
+// Logprobs under speculation: a greedy request asking for them speculates, and each token's
+// logprob and alternatives (taken from its row of a verify step) are what the server without
+// speculation reports from its decode step (float32: the rows differ only in sum order).
+TEST(SpeculativeLogprobs, EqualThoseWithoutSpeculation) {
+  const json body = {
+      {"input_ids", ids_of(cases()[0])},
+      {"return_logprob", true},
+      {"top_logprobs_num", 3},
+      {"sampling_params", {{"max_new_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}}}};
+  json answers[2];
+  for (int spec = 0; spec < 2; ++spec) {
+    ServerProcess server(kModel + (spec ? "--speculative-algorithm NEXTN" : ""));
+    ASSERT_GT(server.port(), 0);
+    answers[spec] = server.call("/generate", &body);
+  }
+  EXPECT_EQ(answers[0]["output_ids"], answers[1]["output_ids"]);
+  EXPECT_GT(answers[1]["meta_info"]["spec_verify_ct"].get<int>(), 0) << "it did not speculate";
+  EXPECT_LT(answers[1]["meta_info"]["spec_verify_ct"].get<int>(), 23) << "no draft was kept";
+  const json& plain = answers[0]["meta_info"];
+  const json& spec = answers[1]["meta_info"];
+  ASSERT_EQ(plain["output_token_logprobs"].size(), 24u);
+  ASSERT_EQ(spec["output_token_logprobs"].size(), 24u);
+  for (size_t t = 0; t < 24; ++t) {
+    SCOPED_TRACE(::testing::Message() << "token " << t);
+    EXPECT_EQ(spec["output_token_logprobs"][t][1], plain["output_token_logprobs"][t][1]);
+    EXPECT_NEAR(spec["output_token_logprobs"][t][0].get<double>(),
+                plain["output_token_logprobs"][t][0].get<double>(), 1e-4);
+    ASSERT_EQ(spec["output_top_logprobs"][t].size(), 3u);
+    for (size_t a = 0; a < 3; ++a) {
+      EXPECT_EQ(spec["output_top_logprobs"][t][a][1], plain["output_top_logprobs"][t][a][1]);
+      EXPECT_NEAR(spec["output_top_logprobs"][t][a][0].get<double>(),
+                  plain["output_top_logprobs"][t][a][0].get<double>(), 1e-4);
+    }
+  }
+}
 
 // A request with a penalty does not speculate (the penalties follow each generated token): with
 // a seed it gives what the server without speculation gives, and reports no verify step.

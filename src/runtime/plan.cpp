@@ -180,7 +180,7 @@ std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results) 
   for (const auto& res : results) {
     w.put(res.id);
     w.put(res.token);
-    w.put(res.logprob);
+    w.put_vector(res.logprobs);
     w.put_vector(res.top);
     w.put_vector(res.logits);
     w.put_vector(res.mtp_logits);
@@ -196,7 +196,7 @@ std::vector<SequenceResult> decode_results(std::span<const uint8_t> bytes) {
   for (auto& res : results) {
     res.id = r.get<uint64_t>();
     res.token = r.get<int32_t>();
-    res.logprob = r.get<float>();
+    res.logprobs = r.get_vector<float>();
     res.top = r.get_vector<sampling::TokenLogprob>();
     res.logits = r.get_vector<float>();
     res.mtp_logits = r.get_vector<float>();

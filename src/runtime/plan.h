@@ -74,13 +74,15 @@ struct StepPlan {
 // What a group leader sends back for each sequence of the step.
 struct SequenceResult {
   uint64_t id = 0;
-  int32_t token = -1;    // the sampled (or greedy) next token; -1 when not sampled
-  float logprob = 0.0f;  // when top_logprobs >= 0
-  std::vector<sampling::TokenLogprob> top;  // when top_logprobs > 0
-  std::vector<float> logits;                // [rows, vocab] when return_logits
-  std::vector<float> mtp_logits;            // [mtp rows, vocab] when return_logits
-  std::vector<int32_t> tokens;  // speculation: the accepted drafts then the model's next token
-  std::vector<int32_t> drafts;  // speculation: the next step's drafts
+  int32_t token = -1;  // the sampled (or greedy) next token; -1 when not sampled
+  // When top_logprobs >= 0: the logprob of `token`, or of each of `tokens` in order; and, when
+  // top_logprobs > 0, that many alternatives per token, token after token.
+  std::vector<float> logprobs;
+  std::vector<sampling::TokenLogprob> top;
+  std::vector<float> logits;      // [rows, vocab] when return_logits
+  std::vector<float> mtp_logits;  // [mtp rows, vocab] when return_logits
+  std::vector<int32_t> tokens;    // speculation: the accepted drafts then the model's next token
+  std::vector<int32_t> drafts;    // speculation: the next step's drafts
 };
 
 std::vector<uint8_t> encode_results(const std::vector<SequenceResult>& results);

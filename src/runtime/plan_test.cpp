@@ -66,5 +66,39 @@ TEST(StepPlan, TruncatedBytesAreAnError) {
   EXPECT_ANY_THROW(StepPlan::decode(bytes));
 }
 
+// A speculative step's result carries a logprob per token and its alternatives token after
+// token; every field crosses the gather unchanged.
+TEST(SequenceResults, EveryFieldSurvivesEncoding) {
+  SequenceResult spec;
+  spec.id = 7;
+  spec.tokens = {11, 12, 13};
+  spec.logprobs = {-0.5f, -1.25f, -2.0f};
+  spec.top = {{11, -0.5f}, {4, -1.0f}, {12, -1.25f}, {5, -1.5f}, {13, -2.0f}, {6, -2.5f}};
+  spec.drafts = {14, 15};
+  spec.logits = {0.25f, 0.5f};
+  spec.mtp_logits = {0.75f};
+  SequenceResult plain;
+  plain.id = 8;
+  plain.token = 3;
+  plain.logprobs = {-0.125f};
+  const std::vector<SequenceResult> decoded = decode_results(encode_results({spec, plain}));
+  ASSERT_EQ(decoded.size(), 2u);
+  EXPECT_EQ(decoded[0].id, 7u);
+  EXPECT_EQ(decoded[0].token, -1);
+  EXPECT_EQ(decoded[0].tokens, spec.tokens);
+  EXPECT_EQ(decoded[0].logprobs, spec.logprobs);
+  ASSERT_EQ(decoded[0].top.size(), spec.top.size());
+  for (size_t i = 0; i < spec.top.size(); ++i) {
+    EXPECT_EQ(decoded[0].top[i].id, spec.top[i].id);
+    EXPECT_EQ(decoded[0].top[i].logprob, spec.top[i].logprob);
+  }
+  EXPECT_EQ(decoded[0].drafts, spec.drafts);
+  EXPECT_EQ(decoded[0].logits, spec.logits);
+  EXPECT_EQ(decoded[0].mtp_logits, spec.mtp_logits);
+  EXPECT_EQ(decoded[1].token, 3);
+  EXPECT_EQ(decoded[1].logprobs, plain.logprobs);
+  EXPECT_TRUE(decoded[1].top.empty());
+}
+
 }  // namespace
 }  // namespace mlaserve::runtime

@@ -148,6 +148,9 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
       r.id = s.id;
       r.tokens = std::move(spec[i].tokens);
       r.drafts = std::move(spec[i].drafts);
+      // Token k of a verify step (or a prompt's first token) was chosen at the sequence's row k.
+      for (size_t k = 0; k < r.tokens.size(); ++k)
+        add_logprobs(s, logits.data() + (row + static_cast<int64_t>(k)) * V, r.tokens[k], r);
     } else {
       r = pick_token(s, last);
     }
@@ -321,13 +324,19 @@ SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_ro
     r.token = stateless ? sampling::argmax(row)
                         : samplers_.try_emplace(s.id, p).first->second.sample(row);
   }
-  // Logprobs report the model's own distribution, before a grammar's mask.
-  if (s.top_logprobs >= 0) {
-    sampling::LogprobResult lp = sampling::logprobs(raw, r.token, s.top_logprobs);
-    r.logprob = lp.chosen.logprob;
-    r.top = std::move(lp.top);
-  }
+  add_logprobs(s, raw.data(), r.token, r);
   return r;
+}
+
+// Logprobs report the model's own distribution (the row's raw logits), before a grammar's mask
+// or a speculative choice.
+void Worker::add_logprobs(const PlannedSequence& s, const float* row, int32_t token,
+                          SequenceResult& r) const {
+  if (s.top_logprobs < 0) return;
+  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  sampling::LogprobResult lp = sampling::logprobs(std::span(row, V), token, s.top_logprobs);
+  r.logprobs.push_back(lp.chosen.logprob);
+  r.top.insert(r.top.end(), lp.top.begin(), lp.top.end());
 }
 
 std::vector<SequenceResult> Worker::gather_results(const std::vector<SequenceResult>& mine) {

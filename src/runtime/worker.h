@@ -62,6 +62,8 @@ class Worker {
   Speculation accept_drafts(const PlannedSequence& s, const float* rows);
   std::vector<float> run_mtp(const StepPlan& plan, std::vector<Speculation>& spec);
   SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
+  void add_logprobs(const PlannedSequence& s, const float* row, int32_t token,
+                    SequenceResult& r) const;
 
   const parallel::Topology& topology_;
   model::DeepseekModel& model_;

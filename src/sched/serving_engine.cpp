@@ -13,11 +13,11 @@ namespace {
 
 // Speculation keeps the output distribution for choices without token-count state (penalties
 // change the logits per generated token, which a verify step of several tokens does not
-// follow) and without logprobs (not reported for kept drafts yet). A grammar's mask would have
-// to be known at every draft position before the drafts exist, so constrained requests don't
-// speculate either.
+// follow). A grammar's mask would have to be known at every draft position before the drafts
+// exist, so constrained requests don't speculate either. Logprobs come from the verify step's
+// row of each token, as they would from its decode step.
 bool speculates(const GenerationRequest& r) {
-  return !r.sampling.has_penalties() && !r.logprobs && r.top_logprobs == 0 && !r.constraint;
+  return !r.sampling.has_penalties() && !r.constraint;
 }
 
 // Prompt tokens a step may always run per DP group, whatever the step-time target says, so
@@ -215,7 +215,7 @@ void ServingEngine::apply(const std::vector<runtime::SequenceResult>& results) {
     if (it == active_.end()) continue;
     ActiveRequest& r = *it->second;
     if (res.tokens.empty()) {
-      if (res.token >= 0) emit(r, res, res.token);
+      if (res.token >= 0) emit(r, res, res.token, 0);
       continue;
     }
     // A speculative step: the drafts it kept, then the model's own token.
@@ -225,13 +225,14 @@ void ServingEngine::apply(const std::vector<runtime::SequenceResult>& results) {
       spec_accepted_drafts_ += res.tokens.size() - 1;
     }
     r.drafts = res.drafts;
-    for (int32_t token : res.tokens) {
-      if (!emit(r, res, token)) break;
+    for (size_t k = 0; k < res.tokens.size(); ++k) {
+      if (!emit(r, res, res.tokens[k], k)) break;
     }
   }
 }
 
-bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token) {
+bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token,
+                         size_t k) {
   r.generated.push_back(token);
   tokens_generated_ += 1;
   TokenConstraint* constraint = r.request.constraint.get();
@@ -245,8 +246,12 @@ bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, i
   }
   TokenEvent e;
   e.token = token;
-  e.logprob = res.logprob;
-  e.top = res.top;
+  if (k < res.logprobs.size()) {
+    e.logprob = res.logprobs[k];
+    const size_t per_token = res.top.size() / res.logprobs.size();
+    e.top.assign(res.top.begin() + static_cast<std::ptrdiff_t>(k * per_token),
+                 res.top.begin() + static_cast<std::ptrdiff_t>((k + 1) * per_token));
+  }
   if (r.generated.size() == 1) {
     e.prompt_tokens = r.prompt_len();
     e.cached_tokens = r.cached_tokens;

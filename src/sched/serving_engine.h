@@ -31,7 +31,7 @@ struct EngineOptions {
   std::vector<int64_t> eos_token_ids;
   int64_t vocab_size = 0;  // the model's: the width of a structured-output token mask
   // NEXTN speculative decoding: tokens the MTP module drafts per step (0: off). Requests without
-  // penalties or logprobs speculate; the others decode one token per step.
+  // penalties or a grammar speculate; the others decode one token per step.
   int spec_steps = 0;
   nlohmann::json layout;  // reported by status()
   // While idle, rank 0 sends an empty step this often (0: never), so that the other ranks'
@@ -55,8 +55,9 @@ class ServingEngine final : public EngineHandle {
 
   // One round of the loop without waiting: for tests and the benchmark. Returns false if idle.
   bool step_once(runtime::Worker& worker);
-  // Appends one generated token to r and tells its client; false once r has finished.
-  bool emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token);
+  // Appends one generated token to r and tells its client; false once r has finished. `token` is
+  // the k-th the result gives (its logprobs are the k-th).
+  bool emit(ActiveRequest& r, const runtime::SequenceResult& res, int32_t token, size_t k);
 
   // The job failed (the collective watchdog, on its own thread, while the step loop is stuck in
   // MPI): every queued and running request ends with `error`, and so does every later submit.
