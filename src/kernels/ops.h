@@ -11,6 +11,7 @@
 
 #include "core/kv_dtype.h"
 #include "core/numeric.h"
+#include "kernels/weight_buffer.h"
 
 namespace mlaserve::kernels {
 
@@ -88,9 +89,9 @@ class Weight {
   WeightType type_ = WeightType::F32;
   WeightType activations_ = WeightType::F32;
   int64_t rows_ = 0, cols_ = 0;
-  std::vector<float> f32_;
-  std::vector<bf16> b16_;
-  std::vector<uint8_t> codes_;
+  WeightBuffer<float> f32_;
+  WeightBuffer<bf16> b16_;
+  WeightBuffer<uint8_t> codes_;
   BlockScales scales_;
 };
 

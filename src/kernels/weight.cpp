@@ -1,7 +1,22 @@
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "kernels/parallel.h"
 
 namespace mlaserve::kernels {
+namespace {
+
+// buffer = count zeros, written in parallel from 4 MB (see weight_buffer.h).
+template <class T>
+void zero_on_threads(WeightBuffer<T>& buffer, size_t count) {
+  buffer.resize(count);
+  T* data = buffer.data();
+  for_ranges(static_cast<int64_t>(count), count * sizeof(T) >= (size_t{4} << 20),
+             [&](int64_t begin, int64_t end) { std::fill(data + begin, data + end, T{}); });
+}
+
+}  // namespace
 
 const char* weight_type_name(WeightType type) {
   switch (type) {
@@ -34,14 +49,14 @@ Weight::Weight(WeightType type, int64_t rows, int64_t cols, WeightType activatio
   const auto count = static_cast<size_t>(rows * cols);
   switch (type) {
     case WeightType::F32:
-      f32_.resize(count);
+      zero_on_threads(f32_, count);
       break;
     case WeightType::BF16:
-      b16_.resize(count);
+      zero_on_threads(b16_, count);
       break;
     case WeightType::FP8:
     case WeightType::INT8:
-      codes_.resize(count);
+      zero_on_threads(codes_, count);
       scales_.row_block.resize(static_cast<size_t>(rows));
       break;
   }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
+#include "kernels/parallel.h"
 
 namespace mlaserve::model {
 
@@ -154,26 +155,36 @@ void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t col
   release_pages(t);
 }
 
+// body(first, last) over the block's rows [0, b.rows), on the kernels' threads for blocks of
+// 256K values or more: a load is bound by first-touch page faults and, when it rounds or
+// quantizes, by the conversion, and both spread over the cores.
+template <typename Body>
+void WeightLoader::on_row_ranges(const Block& b, Body body) {
+  kernels::for_ranges(b.rows, b.rows * b.cols >= (1 << 18), body);
+}
+
 void WeightLoader::copy_dense(const TensorInfo& t, const Block& b, kernels::Weight& dst,
                               int64_t dst_row) const {
   const int64_t cols = t.shape[1];
-  std::vector<float> row(static_cast<size_t>(b.cols));
-  for (int64_t r = 0; r < b.rows; ++r) {
-    const int64_t out_row = dst_row + r;
-    if (dst.type() == kernels::WeightType::BF16 && t.type == StorageType::BF16) {  // no rounding
-      std::memcpy(dst.b16() + out_row * dst.cols(),
-                  t.data + static_cast<size_t>(((b.row_begin + r) * cols + b.col_begin) * 2),
-                  static_cast<size_t>(b.cols) * 2);
-      continue;
+  on_row_ranges(b, [&](int64_t first, int64_t last) {
+    std::vector<float> row(static_cast<size_t>(b.cols));
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t out_row = dst_row + r;
+      if (dst.type() == kernels::WeightType::BF16 && t.type == StorageType::BF16) {  // no rounding
+        std::memcpy(dst.b16() + out_row * dst.cols(),
+                    t.data + static_cast<size_t>(((b.row_begin + r) * cols + b.col_begin) * 2),
+                    static_cast<size_t>(b.cols) * 2);
+        continue;
+      }
+      read_row(t, b.row_begin + r, b.col_begin, b.cols, row.data());
+      if (dst.type() == kernels::WeightType::F32) {
+        std::memcpy(dst.f32() + out_row * dst.cols(), row.data(), row.size() * 4);
+      } else {
+        for (int64_t c = 0; c < b.cols; ++c)
+          dst.b16()[out_row * dst.cols() + c] = f32_to_bf16(row[static_cast<size_t>(c)]);
+      }
     }
-    read_row(t, b.row_begin + r, b.col_begin, b.cols, row.data());
-    if (dst.type() == kernels::WeightType::F32) {
-      std::memcpy(dst.f32() + out_row * dst.cols(), row.data(), row.size() * 4);
-    } else {
-      for (int64_t c = 0; c < b.cols; ++c)
-        dst.b16()[out_row * dst.cols() + c] = f32_to_bf16(row[static_cast<size_t>(c)]);
-    }
-  }
+  });
 }
 
 // FP8 codes and 128x128 block scales, in the checkpoint's blocks (global coordinates, so every
@@ -194,7 +205,6 @@ void WeightLoader::copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight
   const int64_t first_block_row = b.row_begin / kBlock, first_block_col = b.col_begin / kBlock;
   const int64_t last_block_row = (b.row_begin + b.rows - 1) / kBlock;
   const auto base = static_cast<int32_t>(s.scales.size() / static_cast<size_t>(s.col_blocks));
-  std::vector<float> row(static_cast<size_t>(b.cols));
   for (int64_t br = first_block_row; br <= last_block_row; ++br) {
     for (int64_t j = 0; j < s.col_blocks; ++j) {
       const int64_t bc = first_block_col + j;
@@ -202,23 +212,26 @@ void WeightLoader::copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight
                                     : symmetric_scale(block_max(t, br, bc), kFp8E4m3Max));
     }
   }
-  for (int64_t r = 0; r < b.rows; ++r) {
-    const int64_t global_row = b.row_begin + r, out_row = dst_row + r;
-    s.row_block[static_cast<size_t>(out_row)] =
-        base + static_cast<int32_t>(global_row / kBlock - first_block_row);
-    uint8_t* codes = dst.codes() + out_row * dst.cols();
-    if (stored_fp8) {
-      std::memcpy(codes, t.data + static_cast<size_t>(global_row * t.shape[1] + b.col_begin),
-                  static_cast<size_t>(b.cols));
-      continue;
+  on_row_ranges(b, [&](int64_t first, int64_t last) {
+    std::vector<float> row(static_cast<size_t>(b.cols));
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t global_row = b.row_begin + r, out_row = dst_row + r;
+      s.row_block[static_cast<size_t>(out_row)] =
+          base + static_cast<int32_t>(global_row / kBlock - first_block_row);
+      uint8_t* codes = dst.codes() + out_row * dst.cols();
+      if (stored_fp8) {
+        std::memcpy(codes, t.data + static_cast<size_t>(global_row * t.shape[1] + b.col_begin),
+                    static_cast<size_t>(b.cols));
+        continue;
+      }
+      read_row(t, global_row, b.col_begin, b.cols, row.data());
+      const float* scales = s.row_scales(out_row);
+      for (int64_t c = 0; c < b.cols; ++c) {
+        const float scale = scales[(c + s.col_phase) / kBlock];
+        codes[c] = f32_to_fp8_e4m3(row[static_cast<size_t>(c)] / scale);
+      }
     }
-    read_row(t, global_row, b.col_begin, b.cols, row.data());
-    const float* scales = s.row_scales(out_row);
-    for (int64_t c = 0; c < b.cols; ++c) {
-      const float scale = scales[(c + s.col_phase) / kBlock];
-      codes[c] = f32_to_fp8_e4m3(row[static_cast<size_t>(c)] / scale);
-    }
-  }
+  });
 }
 
 // Largest magnitude of block (br, bc) of t.
@@ -243,19 +256,25 @@ void WeightLoader::copy_int8(const TensorInfo& t, const Block& b, kernels::Weigh
   s.col_phase = 0;
   s.col_blocks = 1;
   const int64_t cols = t.shape[1];
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < b.rows; ++r) {
-    const int64_t out_row = dst_row + r;
-    read_row(t, b.row_begin + r, 0, cols, row.data());
-    float largest = 0.0f;
-    for (float v : row) largest = std::max(largest, std::fabs(v));
-    const float scale = symmetric_scale(largest, 127.0f);
-    s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(s.scales.size());
-    s.scales.push_back(scale);
-    uint8_t* codes = dst.codes() + out_row * dst.cols();
-    for (int64_t c = 0; c < b.cols; ++c)
-      codes[c] = int8_code(row[static_cast<size_t>(b.col_begin + c)], scale);
-  }
+  // Each row's scale takes the next slot; the rows then fill in parallel.
+  const size_t first_scale = s.scales.size();
+  s.scales.resize(first_scale + static_cast<size_t>(b.rows));
+  on_row_ranges(b, [&](int64_t first, int64_t last) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t out_row = dst_row + r;
+      read_row(t, b.row_begin + r, 0, cols, row.data());
+      float largest = 0.0f;
+      for (float v : row) largest = std::max(largest, std::fabs(v));
+      const float scale = symmetric_scale(largest, 127.0f);
+      const size_t slot = first_scale + static_cast<size_t>(r);
+      s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(slot);
+      s.scales[slot] = scale;
+      uint8_t* codes = dst.codes() + out_row * dst.cols();
+      for (int64_t c = 0; c < b.cols; ++c)
+        codes[c] = int8_code(row[static_cast<size_t>(b.col_begin + c)], scale);
+    }
+  });
 }
 
 kernels::Weight WeightLoader::matrix_f32(const std::string& name, int64_t rows,

@@ -80,6 +80,8 @@ class WeightLoader {
   const TensorInfo& block_scales(const TensorInfo& t) const;
   void read_row(const TensorInfo& t, int64_t row, int64_t col_begin, int64_t cols,
                 float* out) const;
+  template <typename Body>
+  static void on_row_ranges(const Block& b, Body body);
   void copy_dense(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
   void copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
   void copy_int8(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;

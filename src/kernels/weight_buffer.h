@@ -1,0 +1,58 @@
+// Storage for a weight's values. Buffers of 2 MB or more start on a 2 MB boundary and are
+// advised to the kernel as transparent huge pages: a decode step streams every weight once, and
+// with 4 KB pages that is a TLB miss every 4 KB and, at load, a page fault every 4 KB (page
+// faults took two fifths of the bench model's load). Elements are left uninitialised by
+// resize(): Weight's constructor zeroes them on the kernels' threads, so that the first touch
+// of each page, where the kernel clears it, is spread over the cores.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+namespace mlaserve::kernels {
+
+template <class T>
+struct WeightAllocator {
+  using value_type = T;
+  static constexpr size_t kHugePage = size_t{2} << 20;
+
+  WeightAllocator() = default;
+  template <class U>
+  explicit WeightAllocator(const WeightAllocator<U>&) {}
+
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kHugePage) return static_cast<T*>(::operator new(bytes));
+    void* p = std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
+    if (p == nullptr) throw std::bad_alloc();
+    madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KB
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) {
+    if (n * sizeof(T) < kHugePage) {
+      ::operator delete(p);
+    } else {
+      std::free(p);
+    }
+  }
+  template <class U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: no zeroing pass
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <class U>
+  bool operator==(const WeightAllocator<U>&) const {
+    return true;
+  }
+};
+
+template <class T>
+using WeightBuffer = std::vector<T, WeightAllocator<T>>;
+
+}  // namespace mlaserve::kernels
