@@ -5,9 +5,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "support/golden.h"
+#include "support/server_process.h"
 
 namespace mlaserve::testing {
 namespace {
@@ -120,6 +123,36 @@ TEST(RankFailure, FrozenRankEndsTheJobAtTheCollectiveTimeout) {
   EXPECT_LT(job.seconds, 20) << job.log;
   EXPECT_NE(job.log.find("collective timeout: rank "), std::string::npos) << job.log;
   EXPECT_NE(job.log.find(" of step "), std::string::npos) << job.log;
+}
+
+// The whole job stopped and resumed (a terminal's ^Z and fg, a paused VM) is not a failure:
+// the time a rank stood still does not count against its own collective wait, and the SIGCONT
+// that resumes it is not taken for mpirun's kill sequence. Stopped for 4 s against a 2.25 s
+// deadline, the server answers afterwards, and again right after a second, shorter stop.
+TEST(RankFailure, StoppedAndResumedJobKeepsServing) {
+  ServerProcess server("--model models/brown-tiny --tp 2 --collective-timeout 2.25");
+  ASSERT_GT(server.port(), 0);
+  const std::string ranks =
+      run_command("pgrep -f '^/[^ ]*mlaserve serve .*--collective-timeout 2.25'").output;
+  std::vector<pid_t> pids;
+  std::istringstream lines(ranks);
+  for (std::string line; std::getline(lines, line);) pids.push_back(std::stoi(line));
+  ASSERT_EQ(pids.size(), 2u) << ranks;
+  const nlohmann::json body = {{"text", "The city"},
+                               {"sampling_params", {{"max_new_tokens", 8}, {"temperature", 0}}}};
+  const auto stop_for = [&](std::chrono::milliseconds pause) {
+    for (pid_t pid : pids) ::kill(pid, SIGSTOP);
+    std::this_thread::sleep_for(pause);
+    for (pid_t pid : pids) ::kill(pid, SIGCONT);
+  };
+  stop_for(4000ms);
+  std::this_thread::sleep_for(1000ms);  // idle in the step-plan broadcast, well past 0.3 s
+  EXPECT_EQ(server.call("/generate", &body)["meta_info"]["completion_tokens"], 8);
+  stop_for(1500ms);
+  EXPECT_EQ(server.call("/generate", &body)["meta_info"]["completion_tokens"], 8);
+  EXPECT_EQ(server.wait_for_exit(0), "") << server.log();
+  EXPECT_EQ(server.log().find("collective timeout"), std::string::npos) << server.log();
+  EXPECT_EQ(server.log().find("mpirun is ending the job"), std::string::npos) << server.log();
 }
 
 }  // namespace

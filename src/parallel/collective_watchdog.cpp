@@ -25,6 +25,11 @@ constexpr auto kStopSignalPatience = 300ms;
 // How long such a signal counts: one long after (a user's SIGCONT to a resumed server) does not.
 constexpr auto kStopSignalValidity = 3s;
 constexpr auto kTick = 100ms;
+// A tick this late means that this process was stopped (SIGSTOP, a terminal's ^Z, a paused VM),
+// not slow: the time it stood still does not count against its own wait, and the SIGCONT that
+// resumed it is not mpirun's kill sequence. (Were it stopped alone, its peers' watchdogs still
+// end the job at their deadline.)
+constexpr auto kStoppedGap = 1s;
 
 struct WaitInFlight {
   bool active = false;
@@ -44,6 +49,7 @@ struct WatchdogState {
   double slowest_step_seconds = 0;
   std::function<void(const std::string&)> end_job;
   bool running = false;
+  Clock::time_point resumed;  // when the watchdog last found that this process had been stopped
 };
 
 WatchdogState& state() {
@@ -68,7 +74,9 @@ std::string expired_wait(WatchdogState& s, Clock::time_point now) {
       fmt::format("rank {} on host {} waited {:.1f} s in {} over {}{} of step {}", s.rank, s.host,
                   waited, s.wait.op, s.wait.comm, layer_text(s.wait.layer), s.step);
   const Clock::time_point signalled{std::chrono::nanoseconds(g_stop_signal_at_ns.load())};
-  if (const int sig = g_stop_signal.load(); sig != 0 && now - signalled < kStopSignalValidity &&
+  const bool resumed_by_it = std::chrono::abs(signalled - s.resumed) < kStoppedGap;
+  if (const int sig = g_stop_signal.load(); sig != 0 && !resumed_by_it &&
+                                            now - signalled < kStopSignalValidity &&
                                             now - s.wait.since >= kStopSignalPatience) {
     return fmt::format("mpirun is ending the job (signal {}, {}) while {}: another rank failed",
                        sig, strsignal(sig), where);
@@ -83,10 +91,17 @@ std::string expired_wait(WatchdogState& s, Clock::time_point now) {
 
 void watch() {
   WatchdogState& s = state();
+  Clock::time_point previous = Clock::now();
   for (;;) {
     std::this_thread::sleep_for(kTick);
+    const Clock::time_point now = Clock::now();
     std::unique_lock lock(s.mutex);
-    const std::string message = expired_wait(s, Clock::now());
+    if (now - previous > kStoppedGap) {
+      s.wait.since += now - previous - kTick;
+      s.resumed = now;
+    }
+    previous = now;
+    const std::string message = expired_wait(s, now);
     if (message.empty()) continue;
     const auto end_job = s.end_job;
     lock.unlock();  // the step loop stays blocked in MPI; its CollectiveWait must not block too
