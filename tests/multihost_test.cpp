@@ -397,6 +397,35 @@ TEST_F(MultiHostFault, LinkCutMidStepEndsTheJob) {
   hosts_->control("up");
 }
 
+// A link cut while the server is idle: no step is in flight, but mpirun's keep-alive probes
+// (and the idle server's keep-alive steps, every third of the collective timeout) still find
+// the host gone, and the job ends by itself.
+TEST_F(MultiHostFault, LinkCutWhileIdleEndsTheJob) {
+  const ServerProcess server(
+      ServerCommand{hosts_->run(server_flags("--model models/brown-tiny --tp 4 --dp 2 "
+                                             "--enable-dp-attention"))},
+      120);
+  ASSERT_GT(server.port(), 0);
+  const auto cut = std::chrono::steady_clock::now();
+  hosts_->control("cut B");
+  const std::string how = server.wait_for_exit(60);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  const std::string log = server.log();
+  hosts_->control("up");  // for the rest of the suite
+  EXPECT_NE(how, "") << "the idle job still ran 60 s after its link was cut\n" << log;
+  EXPECT_EQ(how.find("status 0"), std::string::npos) << how;
+  EXPECT_LT(seconds, 30) << log;
+  EXPECT_TRUE(log.find("lost communication with a remote daemon") != std::string::npos ||
+              log.find("collective timeout: rank ") != std::string::npos)
+      << log;
+  EXPECT_TRUE(
+      wait_until([&] { return hosts_->ranks('A').empty() && hosts_->ranks('B').empty(); }, 10))
+      << "ranks left running";
+  std::printf("multihost fault: the idle job ended %.1f s after its link was cut (%s)\n", seconds,
+              how.c_str());
+}
+
 // A frozen host (its ranks stopped): its kernel still answers TCP, so only the collective
 // watchdog can tell; the rank that times out names its host, the wait and the step.
 TEST_F(MultiHostFault, HostThatStopsAnsweringEndsTheJob) {
