@@ -399,15 +399,19 @@ TEST_F(MultiHostFault, LinkCutMidStepEndsTheJob) {
 
 // A link cut while the server is idle: no step is in flight, but mpirun's keep-alive probes
 // (and the idle server's keep-alive steps, every third of the collective timeout) still find
-// the host gone, and the job ends by itself.
-TEST_F(MultiHostFault, LinkCutWhileIdleEndsTheJob) {
+// the host gone, and the job ends by itself, leaving no rank on either host.
+// Cut on host B, or on host A: rank 0's own host, whose mpirun and HTTP server stay up while
+// host B's ranks are left without rank 0 and must not linger.
+class LinkCutWhileIdle : public MultiHostFault, public ::testing::WithParamInterface<char> {};
+
+TEST_P(LinkCutWhileIdle, EndsTheJobOnBothHosts) {
   const ServerProcess server(
       ServerCommand{hosts_->run(server_flags("--model models/brown-tiny --tp 4 --dp 2 "
                                              "--enable-dp-attention"))},
       120);
   ASSERT_GT(server.port(), 0);
   const auto cut = std::chrono::steady_clock::now();
-  hosts_->control("cut B");
+  hosts_->control(std::string("cut ") + GetParam());
   const std::string how = server.wait_for_exit(60);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
@@ -422,9 +426,12 @@ TEST_F(MultiHostFault, LinkCutWhileIdleEndsTheJob) {
   EXPECT_TRUE(
       wait_until([&] { return hosts_->ranks('A').empty() && hosts_->ranks('B').empty(); }, 10))
       << "ranks left running";
-  std::printf("multihost fault: the idle job ended %.1f s after its link was cut (%s)\n", seconds,
-              how.c_str());
+  std::printf("multihost fault: the idle job ended %.1f s after host %c's link was cut (%s)\n",
+              seconds, GetParam(), how.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(Hosts, LinkCutWhileIdle, ::testing::Values('B', 'A'),
+                         [](const auto& info) { return std::string("Host") + info.param; });
 
 // A frozen host (its ranks stopped): its kernel still answers TCP, so only the collective
 // watchdog can tell; the rank that times out names its host, the wait and the step.
