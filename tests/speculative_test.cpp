@@ -5,6 +5,7 @@
 // speculate (penalties) run unchanged; flags that cannot run are clear errors.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -98,6 +99,17 @@ json engine_info_with_verify_steps(const ServerProcess& server, int64_t verify_s
   return info;
 }
 
+// /generate's answer to `body` from a server without speculation, then from one with it.
+std::array<json, 2> without_and_with_speculation(const json& body) {
+  std::array<json, 2> answers;
+  for (int spec = 0; spec < 2; ++spec) {
+    ServerProcess server(kModel + (spec ? "--speculative-algorithm NEXTN" : ""));
+    EXPECT_GT(server.port(), 0);
+    if (server.port() > 0) answers[static_cast<size_t>(spec)] = server.call("/generate", &body);
+  }
+  return answers;
+}
+
 class Speculative : public ::testing::TestWithParam<std::string> {};  // layout flags
 
 // Alone: the reference's greedy continuations exactly, at 1, 2 and 3 drafts per step; with one
@@ -188,12 +200,7 @@ TEST(SpeculativeLogprobs, EqualThoseWithoutSpeculation) {
       {"return_logprob", true},
       {"top_logprobs_num", 3},
       {"sampling_params", {{"max_new_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}}}};
-  json answers[2];
-  for (int spec = 0; spec < 2; ++spec) {
-    ServerProcess server(kModel + (spec ? "--speculative-algorithm NEXTN" : ""));
-    ASSERT_GT(server.port(), 0);
-    answers[spec] = server.call("/generate", &body);
-  }
+  const std::array<json, 2> answers = without_and_with_speculation(body);
   EXPECT_EQ(answers[0]["output_ids"], answers[1]["output_ids"]);
   EXPECT_GT(answers[1]["meta_info"]["spec_verify_ct"].get<int>(), 0) << "it did not speculate";
   EXPECT_LT(answers[1]["meta_info"]["spec_verify_ct"].get<int>(), 23) << "no draft was kept";
@@ -225,12 +232,7 @@ TEST(SpeculativeSampling, PenalisedRequestsRunUnchanged) {
                        {"seed", 7},
                        {"max_new_tokens", 16},
                        {"ignore_eos", true}}}};
-  json answers[2];
-  for (int spec = 0; spec < 2; ++spec) {
-    ServerProcess server(kModel + (spec ? "--speculative-algorithm NEXTN" : ""));
-    ASSERT_GT(server.port(), 0);
-    answers[spec] = server.call("/generate", &body);
-  }
+  const std::array<json, 2> answers = without_and_with_speculation(body);
   EXPECT_EQ(answers[0]["output_ids"], answers[1]["output_ids"]);
   EXPECT_EQ(answers[1]["meta_info"]["spec_verify_ct"], 0);
 }

@@ -128,20 +128,29 @@ const MatmulCase kMatmulCases[] = {
     {8, 5, 1},       {9, 37, 100},   {16, 37, 100}, {17, 37, 100}, {32, 130, 47}, {33, 130, 47},
     {128, 96, 1024}, {1, 256, 1024}, {2, 7, 2816},  {1, 2, 31},    {3, 3, 32},    {64, 1, 17}};
 
-// Runs on any CPU: without AVX-512 every F32 matmul goes to oneDNN instead of the GEMV.
-TEST(Matmul, F32MatchesReference) {
-  for (bool packed : {false, true}) {
+// Every case of kMatmulCases from min_m rows, on a prepared weight and on a raw one: the fast
+// product of x as it is matches the reference within float32 rounding (no bf16 rounding of x).
+// `no_packed_copy`: prepare() must not have packed the weight.
+void expect_exact_products(WeightType type, int64_t min_m, bool no_packed_copy) {
+  for (bool prepared : {false, true}) {
     for (const MatmulCase& c : kMatmulCases) {
+      if (c.m < min_m) continue;
       SCOPED_TRACE(testing::Message()
-                   << "m=" << c.m << " n=" << c.n << " k=" << c.k << " packed=" << packed);
-      Weight w = random_weight(WeightType::F32, c.n, c.k, 1);
-      if (packed) prepare(w);
+                   << "m=" << c.m << " n=" << c.n << " k=" << c.k << " prepared=" << prepared);
+      Weight w = random_weight(type, c.n, c.k, 1);
+      if (prepared) prepare(w);
+      if (no_packed_copy) EXPECT_EQ(w.packed, nullptr);
       const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 2);
       const std::vector<float> expected = run_ref_matmul(x, c.m, w);
       expect_not_all_zero(expected);
       EXPECT_LE(relative_error(run_matmul(x, c.m, w), expected, 1.0), kF32Tolerance);
     }
   }
+}
+
+// Runs on any CPU: without AVX-512 every F32 matmul goes to oneDNN instead of the GEMV.
+TEST(Matmul, F32MatchesReference) {
+  expect_exact_products(WeightType::F32, 0, false);
 }
 
 // The fast BF16 path rounds x to bf16: it must match the reference fed that rounded x, and
@@ -172,17 +181,8 @@ TEST(Matmul, F32WidenedPathKeepsXExact) {
   SKIP_WITHOUT_FAST_PATH(Isa::Avx512Bf16);  // the GEMV it shares rows with rounds x in bf16
   {
     const ScopedGemmChoice f32({GemmPath::F32Widened, GemmPath::F32Widened});
-    for (const MatmulCase& c : kMatmulCases) {
-      if (c.m <= 32) continue;  // the GEMV's rows on an unpacked bf16 weight
-      SCOPED_TRACE(testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k);
-      Weight w = random_weight(WeightType::BF16, c.n, c.k, 3);
-      prepare(w);
-      EXPECT_EQ(w.packed, nullptr);
-      const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 4);
-      const std::vector<float> expected = run_ref_matmul(x, c.m, w);
-      expect_not_all_zero(expected);
-      EXPECT_LE(relative_error(run_matmul(x, c.m, w), expected, 1.0), kF32Tolerance);
-    }
+    // Past the GEMV's 32 rows on an unpacked bf16 weight.
+    expect_exact_products(WeightType::BF16, 33, true);
   }
   const ScopedGemmChoice mixed({GemmPath::F32Widened, GemmPath::Bf16Dot});
   Weight w = random_weight(WeightType::BF16, 96, 1024, 5);
@@ -284,19 +284,7 @@ TEST(Matmul, DeterministicRowsEqualTheirProductAlone) {
 TEST(Matmul, WithoutAvx512Bf16BothPathsKeepXExact) {
   SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   const HiddenAvx512Bf16 hidden;
-  for (bool packed : {false, true}) {
-    for (const MatmulCase& c : kMatmulCases) {
-      SCOPED_TRACE(testing::Message()
-                   << "m=" << c.m << " n=" << c.n << " k=" << c.k << " packed=" << packed);
-      Weight w = random_weight(WeightType::BF16, c.n, c.k, 3);
-      if (packed) prepare(w);
-      EXPECT_EQ(w.packed, nullptr);
-      const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 4);
-      const std::vector<float> expected = run_ref_matmul(x, c.m, w);
-      expect_not_all_zero(expected);
-      EXPECT_LE(relative_error(run_matmul(x, c.m, w), expected, 1.0), kF32Tolerance);
-    }
-  }
+  expect_exact_products(WeightType::BF16, 0, true);
 }
 
 TEST(Matmul, ZeroColumnsGiveZeros) {
