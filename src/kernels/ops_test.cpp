@@ -139,7 +139,9 @@ void expect_exact_products(WeightType type, int64_t min_m, bool no_packed_copy) 
                    << "m=" << c.m << " n=" << c.n << " k=" << c.k << " prepared=" << prepared);
       Weight w = random_weight(type, c.n, c.k, 1);
       if (prepared) prepare(w);
-      if (no_packed_copy) EXPECT_EQ(w.packed, nullptr);
+      if (no_packed_copy) {
+        EXPECT_EQ(w.packed, nullptr);
+      }
       const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 2);
       const std::vector<float> expected = run_ref_matmul(x, c.m, w);
       expect_not_all_zero(expected);
