@@ -24,10 +24,6 @@ double LoadProgress::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-namespace {
-
-// /proc/meminfo's MemAvailable in bytes (what can be allocated without swapping), or -1 when it
-// cannot be read. MLASERVE_TEST_MEM_AVAILABLE_MB stands in for it in tests.
 double mem_available_bytes() {
   if (const char* fake = std::getenv("MLASERVE_TEST_MEM_AVAILABLE_MB"))
     return std::atof(fake) * 1e6;
@@ -40,8 +36,6 @@ double mem_available_bytes() {
   }
   return -1;
 }
-
-}  // namespace
 
 void LoadProgress::check_memory(int64_t layers_done, size_t bytes_so_far,
                                 size_t resident_so_far) const {

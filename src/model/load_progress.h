@@ -12,6 +12,10 @@
 
 namespace mlaserve::model {
 
+// /proc/meminfo's MemAvailable in bytes (what can be allocated without swapping), or -1 when it
+// cannot be read. MLASERVE_TEST_MEM_AVAILABLE_MB stands in for it in tests.
+double mem_available_bytes();
+
 class LoadProgress {
  public:
   // report: whether this rank speaks (one rank per model instance).

@@ -132,6 +132,7 @@ void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
         kv_tokens =
             std::max(kv_tokens, (bs + groups - 1) / groups * (in + std::max<int64_t>(out, 8)));
 
+  o.model.choose_weight_packing(cfg, topo.layout, false, 0);
   model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
   runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {

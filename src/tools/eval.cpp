@@ -105,7 +105,9 @@ json output_json(const std::vector<runtime::StaticRequest>& requests,
 void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
   const parallel::Topology topo =
       parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
-  parallel::check_model_fits(topo, model::ModelConfig::load(o.model.model_dir));
+  const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
+  parallel::check_model_fits(topo, cfg);
+  o.model.choose_weight_packing(cfg, topo.layout, o.mtp, 0);
   std::vector<runtime::StaticRequest> requests;
   const int groups = topo.instances * topo.groups_per_instance;
   int64_t kv_tokens = 0;

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu_isa.h"
+#include "runtime/weight_packing.h"
 
 namespace mlaserve::tools {
 namespace {
@@ -49,7 +50,8 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
            "Which GEMM path prefill and batches of more than a few rows take on bf16 (and "
            "FP8/INT8) weights: auto (a short timed probe at the first start on a CPU picks the "
            "faster for GEMMs under and over 64 rows, cached in $MLASERVE_KERNEL_CACHE or "
-           "~/.cache/mlaserve/gemm-paths.json and logged), bf16 (x rounded to bf16, "
+           "~/.cache/mlaserve/gemm-paths.json (delete it to measure again) and logged), bf16 (x "
+           "rounded to bf16, "
            "vdpbf16ps / AMX through oneDNN; needs AVX512_BF16), f32 (weight panels widened to "
            "float32 in cache, f32 FMA: faster on CPUs whose bf16 dot product has no edge over "
            "two FMAs, and no packed bf16 copy is held) or reference (the plain scalar kernels "
@@ -67,14 +69,15 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
   cmd.add_option("--weight-packing", weight_packing,
                  "on: each float32 weight, and each bf16 weight while the bf16 GEMM path is "
                  "in use (--kernels), is also held in oneDNN's packed layout for the GEMMs of "
-                 "prefill and large batches, about twice the weight memory; off: "
-                 "one row-major copy that both kernels read (the hand-written GEMV then serves "
-                 "up to 32 rows), half the memory, at a cost in prefill speed that grows as "
-                 "the experts' rows per step shrink (a lone 512-token prompt of a "
-                 "fine-grained MoE measured ~25 % slower, batch-32 decode no slower). FP8/INT8 "
-                 "weights are never packed")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->each([](const std::string& choice) { kernels::use_weight_packing(choice == "on"); })
+                 "prefill and large batches, about twice the weight memory; off: one row-major "
+                 "copy that both kernels read (the hand-written GEMV then serves up to 32 rows), "
+                 "half the memory, at a cost in prefill speed that grows as the experts' rows per "
+                 "step shrink (a lone 512-token prompt of a fine-grained MoE measured ~25 % "
+                 "slower, batch-32 decode no slower); auto: on where the host's MemAvailable holds "
+                 "its ranks' weights, packed copies and KV caches with a tenth to spare, else off "
+                 "(logged). FP8/INT8 weights are never packed")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->each([](const std::string& choice) { kernels::use_weight_packing(choice != "off"); })
       ->capture_default_str();
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "How the latent KV cache stores its rows: bfloat16 (half the memory of float32, "
@@ -92,6 +95,13 @@ model::WeightFormat ModelOptions::weight_format() const {
                                 : quantization == "int8" ? model::Quantization::Int8
                                                          : model::Quantization::Auto;
   return {type, q};
+}
+
+void ModelOptions::choose_weight_packing(const model::ModelConfig& cfg,
+                                         const model::RankLayout& layout, bool with_mtp,
+                                         int64_t other_bytes) const {
+  if (weight_packing != "auto") return;
+  runtime::choose_weight_packing(model_dir, cfg, weight_format(), layout, with_mtp, other_bytes);
 }
 
 KvDtype ModelOptions::kv_dtype() const {

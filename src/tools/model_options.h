@@ -5,6 +5,8 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/config.h"
+#include "model/sharding.h"
 #include "model/weight_loader.h"
 
 namespace mlaserve::tools {
@@ -15,7 +17,7 @@ struct ModelOptions {
   std::string kernels = "auto";
   std::string quantization = "auto";
   std::string kv_cache_dtype = "auto";
-  std::string weight_packing = "on";
+  std::string weight_packing = "auto";
 
   // runs_model false: a command that only reads the config (plan) has no --kernels.
   void add_to(CLI::App& cmd, bool model_required = true, bool runs_model = true);
@@ -25,6 +27,11 @@ struct ModelOptions {
   // How the latent KV cache stores its rows: --kv-cache-dtype, where auto is bfloat16, or
   // float32 under --dtype float32 (the reference precision keeps an exact cache).
   KvDtype kv_dtype() const;
+  // --weight-packing auto: whether the packed copies fit beside everything else on this host
+  // (runtime/weight_packing.h), before the model loads. other_bytes: this rank's KV cache.
+  // Collective over MPI_COMM_WORLD.
+  void choose_weight_packing(const model::ModelConfig& cfg, const model::RankLayout& layout,
+                             bool with_mtp, int64_t other_bytes) const;
 };
 
 }  // namespace mlaserve::tools

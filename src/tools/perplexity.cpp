@@ -240,6 +240,7 @@ void run_rank(const PerplexityOptions& o, const model::ModelConfig& cfg, const W
   const int64_t kv_tokens =
       runtime::StaticPlanner::kv_tokens_needed(windows.requests(0, per_step), groups);
 
+  o.model.choose_weight_packing(cfg, topo.layout, false, 0);
   model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
   runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {

@@ -36,7 +36,7 @@ std::string serve_command(const PlanOptions& o, const parallel::LayoutPlan& p) {
   if (l.ep_moe) cmd += " --enable-ep-moe";
   if (o.model.dtype != "bfloat16") cmd += " --dtype " + o.model.dtype;
   if (o.model.quantization != "auto") cmd += " --quantization " + o.model.quantization;
-  if (o.model.weight_packing != "on") cmd += " --weight-packing " + o.model.weight_packing;
+  if (o.model.weight_packing != "auto") cmd += " --weight-packing " + o.model.weight_packing;
   if (o.model.kv_cache_dtype != "auto") cmd += " --kv-cache-dtype " + o.model.kv_cache_dtype;
   if (o.workload.speculative) cmd += " --speculative-algorithm " + o.speculative_algorithm;
   cmd += fmt::format(" --kv-cache-memory {}", p.kv_bytes_per_rank >> 20);

@@ -167,6 +167,7 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
   parallel::check_model_fits(topo, cfg);
   const sched::EngineOptions eo = engine_options(o, topo, cfg);
+  o.model.choose_weight_packing(cfg, topo.layout, eo.spec_steps > 0, o.kv_cache_mib << 20);
   model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout,
                              eo.spec_steps > 0);
   spdlog::info("serve: rank {} holds {:.1f} MB of weights ({}); peak RSS so far {:.1f} MB",
