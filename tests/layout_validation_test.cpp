@@ -52,19 +52,24 @@ TEST(LoadMemoryCheck, ModelTooLargeForMemAvailableEndsTheJobWithBothFigures) {
 }
 
 // oneDNN's packed copies count: brown-tiny in float32 needs ~9 MB more after its first layer as
-// one copy and ~18 MB with the packed copies, so at a MemAvailable of 15 MB the default fails
-// naming --weight-packing off, and with it the model loads and runs (and holds less).
+// one copy and ~18 MB with the packed copies, so at a MemAvailable of 15 MB --weight-packing on
+// fails naming --weight-packing off; with off the model loads and runs (and holds less), and so
+// it does by default (auto), which leaves the copies out and says so.
 TEST(LoadMemoryCheck, PackedCopiesCountAndWeightPackingOffHoldsOneCopy) {
   TempDir tmp;
   write_json(tmp / "in.json", {{"prompts", {{{"ids", {1, 2, 3}}}}}});
   const std::string eval = "env MLASERVE_TEST_MEM_AVAILABLE_MB=15 " + mlaserve_bin() +
                            " eval --model models/brown-tiny --dtype float32 --input " +
                            (tmp / "in.json").string() + " --output " + (tmp / "out.json").string();
-  expect_fails_fast(eval, 20,
+  expect_fails_fast(eval + " --weight-packing on", 20,
                     {"out of memory: after 1 of 4 layers", "oneDNN's packed copies",
                      "--weight-packing off holds one copy", "MemAvailable is 15 MB"});
   const CommandResult off = run_command(eval + " --weight-packing off 2>&1");
   EXPECT_EQ(off.exit_code, 0) << off.output;
+  const CommandResult automatic = run_command(eval + " 2>&1");
+  EXPECT_EQ(automatic.exit_code, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("weight packing: off on host "), std::string::npos)
+      << automatic.output;
 }
 
 }  // namespace
