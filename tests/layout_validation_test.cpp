@@ -68,7 +68,7 @@ TEST(LoadMemoryCheck, PackedCopiesCountAndWeightPackingOffHoldsOneCopy) {
   EXPECT_EQ(off.exit_code, 0) << off.output;
   const CommandResult automatic = run_command(eval + " 2>&1");
   EXPECT_EQ(automatic.exit_code, 0) << automatic.output;
-  EXPECT_NE(automatic.output.find("weight packing: off on host "), std::string::npos)
+  EXPECT_NE(automatic.output.find("weight packing: off for host "), std::string::npos)
       << automatic.output;
 }
 

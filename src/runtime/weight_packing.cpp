@@ -38,7 +38,7 @@ void choose_weight_packing(const std::filesystem::path& model_dir, const model::
   if (host_rank != 0 || host[2] == 0) return;
   const double gb = 1e9;
   spdlog::info(
-      "weight packing: {} on host {} (its ranks hold {:.2f} GB of weights and {:.2f} GB of KV "
+      "weight packing: {} for host {} (its ranks hold {:.2f} GB of weights and {:.2f} GB of KV "
       "cache, oneDNN's packed copies {:.2f} GB more, against {} of MemAvailable){}",
       pack ? "on" : "off", host_name(), host[0] / gb, host[1] / gb, host[2] / gb,
       available < 0 ? std::string("an unknown amount") : fmt::format("{:.2f} GB", available / gb),
