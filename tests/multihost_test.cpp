@@ -430,7 +430,7 @@ TEST_P(LinkCutWhileIdle, EndsTheJobOnBothHosts) {
               seconds, GetParam(), how.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Hosts, LinkCutWhileIdle, ::testing::Values('B', 'A'),
+INSTANTIATE_TEST_SUITE_P(MultiHostIdle, LinkCutWhileIdle, ::testing::Values('B', 'A'),
                          [](const auto& info) { return std::string("Host") + info.param; });
 
 // A frozen host (its ranks stopped): its kernel still answers TCP, so only the collective
