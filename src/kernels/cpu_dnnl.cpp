@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/avx512_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/dnnl_matmul.h"
@@ -167,27 +168,109 @@ void widen(const bf16* in, int64_t count, float* out) {
   }
 }
 
-// BF16 weights on the F32Widened path: each panel of rows is widened to a row-major f32 copy,
-// on the kernels' threads, and multiplied with x as it is. (Panels of 1-2 MB, to stay in L2,
-// measured 2-3x slower on the probe's shape: each is one more oneDNN call.) (oneDNN's own reorder
-// from bf16 to its packed f32 layout widens and packs in one pass but ran at ~10 GB/s, slower than
-// this widening plus the matmul's packing of the panel: at m = 32, 73 vs 137 GFLOP/s.)
+// oneDNN's packed f32 layout on AVX-512, BA16a64b of the [K, N] weights: blocks of 64 output
+// rows (outermost) by 16 columns, each block k-major: element (k, n) of W[n, k] at
+// ((n / 64) * ceil(K / 16) + k / 16) * 1024 + (k % 16) * 64 + n % 64, padding zeroed.
+constexpr int64_t kPackedRows = 64, kPackedCols = 16;
+
+// 16 rows of 16 floats transposed in registers: t[c] lane r = v[r] lane c.
+MLASERVE_AVX512 inline void transpose16(__m512 (&v)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // rows i..i+3: column c of each 4-lane group into v[i + c]
+    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    v[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    v[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    v[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    v[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 16; i += 8) {
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_f32x4(v[i + j], v[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(v[i + j], v[i + j + 4], 0xdd);
+    }
+  }
+  for (int i = 0; i < 8; ++i) {
+    v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+// One 64 x 16 block of the packed layout: rows [n0, n0 + 64) and columns [k0, k0 + 16) of the
+// bf16 rows w (k columns each), widened; rows past n_end and columns past k read as zero.
+MLASERVE_AVX512 void pack_block(const bf16* w, int64_t k, int64_t n0, int64_t n_end, int64_t k0,
+                                float* block) {
+  const __mmask16 cols = first_lanes16(std::min<int64_t>(kPackedCols, k - k0));
+  for (int64_t group = 0; group < kPackedRows; group += 16) {
+    __m512 v[16];
+    for (int r = 0; r < 16; ++r) {
+      const int64_t n = n0 + group + r;
+      v[r] = n < n_end ? bf16_to_f32x16(_mm256_maskz_loadu_epi16(cols, w + n * k + k0))
+                       : _mm512_setzero_ps();
+    }
+    transpose16(v);
+    for (int c = 0; c < 16; ++c) _mm512_storeu_ps(block + c * kPackedRows + group, v[c]);
+  }
+}
+
+// Whether oneDNN's f32 matmul wants rows x k weights in the layout pack_block writes.
+bool packed_layout_known(int64_t rows, int64_t k) {
+  const Shape shape{kPackingProbeRows, rows, k, memory::data_type::f32, rows};
+  const memory::desc any({k, rows}, memory::data_type::f32, Tag::any);
+  return cpu_has_avx512() && matmul_desc(shape, any).weights_desc() ==
+                                 memory::desc({k, rows}, memory::data_type::f32, Tag::BA16a64b);
+}
+
+// BF16 weights on the F32Widened path: each panel of rows is widened to f32 in oneDNN's own
+// packed layout (so the matmul reads it as it is), on the kernels' threads, and multiplied with
+// x as it is. oneDNN 2.7 runs packed weights into a strided destination on its reference
+// kernel, so a panel of a weight with several writes its columns of y through a scratch block.
+// Where oneDNN wants another layout the panel is widened row-major and the matmul packs it.
+// (Panels of 1-2 MB measured 2-3x slower on the probe's shape: each is one more oneDNN call;
+// oneDNN's own reorder from bf16 to its packed f32 layout ran at ~10 GB/s.)
 void dnnl_matmul_widened(const float* x, int64_t m, const Weight& w, float* y) {
   const int64_t k = w.cols();
-  const int64_t panel_rows = std::clamp<int64_t>(kPanelBytes / (k * 4) / 16 * 16, 16, w.rows());
-  thread_local std::vector<float> panel;
-  panel.resize(static_cast<size_t>(panel_rows * k));
+  const int64_t panel_rows =
+      std::clamp<int64_t>(kPanelBytes / (k * 4) / kPackedRows * kPackedRows, kPackedRows, w.rows());
+  const int64_t k_blocks = (k + kPackedCols - 1) / kPackedCols;
+  thread_local std::vector<float> panel, y_block;
+  panel.resize(static_cast<size_t>((panel_rows + kPackedRows) * k_blocks * kPackedCols));
   float* widened = panel.data();  // the pool's threads have their own `panel`
   const memory source = source_memory(x, m, k, memory::data_type::f32);
   for (int64_t first = 0; first < w.rows(); first += panel_rows) {
     const int64_t rows = std::min(panel_rows, w.rows() - first);
-    for_ranges(rows * k, rows * k >= (1 << 16), [&](int64_t begin, int64_t end) {
-      widen(w.b16() + first * k + begin, end - begin, widened + begin);
-    });
-    const Shape shape{m, rows, k, memory::data_type::f32, w.rows()};
-    const memory::desc weights_desc = row_major_weight_desc(rows, k, memory::data_type::f32);
+    const bf16* stored = w.b16() + first * k;
+    const bool packs = packed_layout_known(rows, k);
+    if (packs) {
+      const int64_t row_blocks = (rows + kPackedRows - 1) / kPackedRows;
+      for_ranges(row_blocks * k_blocks, rows * k >= (1 << 16), [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+          pack_block(stored, k, b / k_blocks * kPackedRows, rows, b % k_blocks * kPackedCols,
+                     widened + b * kPackedRows * kPackedCols);
+        }
+      });
+    } else {
+      for_ranges(rows * k, rows * k >= (1 << 16), [&](int64_t begin, int64_t end) {
+        widen(stored + begin, end - begin, widened + begin);
+      });
+    }
+    const bool through_block = packs && rows < w.rows();
+    float* out = through_block ? take(y_block, m * rows) : y + first;
+    const Shape shape{m, rows, k, memory::data_type::f32, through_block ? rows : w.rows()};
+    const memory::desc weights_desc =
+        packs ? memory::desc({k, rows}, memory::data_type::f32, Tag::BA16a64b)
+              : row_major_weight_desc(rows, k, memory::data_type::f32);
     const memory weights(weights_desc, cpu_engine(), widened);
-    execute(shape, cached_primitive(shape, false, weights_desc), source, weights, y + first);
+    execute(shape, cached_primitive(shape, packs, weights_desc), source, weights, out);
+    if (!through_block) continue;
+    for_ranges(m, m * rows >= (1 << 16), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        std::copy(out + i * rows, out + (i + 1) * rows, y + i * w.rows() + first);
+    });
   }
 }
 
