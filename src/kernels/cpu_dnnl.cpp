@@ -217,12 +217,21 @@ MLASERVE_AVX512 void pack_block(const bf16* w, int64_t k, int64_t n0, int64_t n_
   }
 }
 
-// Whether oneDNN's f32 matmul wants rows x k weights in the layout pack_block writes.
+// Whether oneDNN's f32 matmul wants rows x k weights in the layout pack_block writes (asked
+// once per shape: creating a primitive descriptor costs more than a small expert's GEMM).
 bool packed_layout_known(int64_t rows, int64_t k) {
-  const Shape shape{kPackingProbeRows, rows, k, memory::data_type::f32, rows};
-  const memory::desc any({k, rows}, memory::data_type::f32, Tag::any);
-  return cpu_has_avx512() && matmul_desc(shape, any).weights_desc() ==
-                                 memory::desc({k, rows}, memory::data_type::f32, Tag::BA16a64b);
+  if (!cpu_has_avx512()) return false;
+  static std::mutex mutex;
+  static std::map<std::pair<int64_t, int64_t>, bool> known;
+  const std::lock_guard lock(mutex);
+  const auto [it, added] = known.try_emplace({rows, k}, false);
+  if (added) {
+    const Shape shape{kPackingProbeRows, rows, k, memory::data_type::f32, rows};
+    const memory::desc any({k, rows}, memory::data_type::f32, Tag::any);
+    it->second = matmul_desc(shape, any).weights_desc() ==
+                 memory::desc({k, rows}, memory::data_type::f32, Tag::BA16a64b);
+  }
+  return it->second;
 }
 
 // BF16 weights on the F32Widened path: each panel of rows is widened to f32 in oneDNN's own
