@@ -164,25 +164,29 @@ TEST_P(Speculative, ConcurrentRequestsEqualTheirOutputAlone) {
   }
   // As is, then with prompts in chunks (96 tokens a step, split over the DP groups) and a KV
   // pool too small for all of them, so that requests are retracted and prefilled again (their
-  // drafts dropped) mid-generation.
+  // drafts dropped) mid-generation. Whether a retraction happens depends on how the 32 requests
+  // arrive (on a loaded machine they can trickle in and never crowd the pool), so that run is
+  // repeated, up to three times, until one has.
   for (const std::string extra : {"", " --chunked-prefill-size 96 --max-total-tokens 200"}) {
     SCOPED_TRACE(extra);
-    ServerProcess server(kModel + GetParam() +
-                         " --speculative-algorithm NEXTN --speculative-num-steps 3" + extra);
-    ASSERT_GT(server.port(), 0);
-    std::vector<std::future<std::vector<int>>> futures;
-    for (const auto& p : prompts) {
-      futures.push_back(std::async(std::launch::async,
-                                   [&server, p] { return output_ids(greedy(server, p, 24)); }));
-    }
-    for (size_t i = 0; i < prompts.size(); ++i)
-      EXPECT_EQ(futures[i].get(), alone[i]) << "request " << i;
-    if (extra.empty()) continue;
-    const json info = server.call("/get_server_info")["engine"];
     int64_t retractions = 0;
-    for (const json& g : info["load"]) retractions += g["retractions"].get<int64_t>();
-    EXPECT_GT(retractions, 0);
-    EXPECT_GT(info["partial_prefill_chunks"].get<int64_t>(), 0);
+    for (int attempt = 0; attempt < (extra.empty() ? 1 : 3) && retractions == 0; ++attempt) {
+      ServerProcess server(kModel + GetParam() +
+                           " --speculative-algorithm NEXTN --speculative-num-steps 3" + extra);
+      ASSERT_GT(server.port(), 0);
+      std::vector<std::future<std::vector<int>>> futures;
+      for (const auto& p : prompts) {
+        futures.push_back(std::async(std::launch::async,
+                                     [&server, p] { return output_ids(greedy(server, p, 24)); }));
+      }
+      for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_EQ(futures[i].get(), alone[i]) << "request " << i << ", attempt " << attempt;
+      if (extra.empty()) break;
+      const json info = server.call("/get_server_info")["engine"];
+      for (const json& g : info["load"]) retractions += g["retractions"].get<int64_t>();
+      EXPECT_GT(info["partial_prefill_chunks"].get<int64_t>(), 0);
+    }
+    if (!extra.empty()) EXPECT_GT(retractions, 0) << "no retraction in three runs";
   }
 }
 
