@@ -1,6 +1,7 @@
-// Microbenchmarks of the fast path against the ceilings measured on this machine kind (2 vCPU
-// AMD Zen 5): ~28 GB/s streaming read per core (55 GB/s both), 221 GFLOP/s fp32 FMA and
-// 408 GFLOP/s bf16 dot per core. Run with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive.
+// Microbenchmarks of the fast path against the ceilings of the machine they run on: the FMA
+// peaks come from BM_FmaPeak in the same run (on the 2-vCPU AMD Zen 5 machine kind, 115-117
+// GFLOP/s f32 and 232-235 GFLOP/s bf16 per core), the streaming read from the decode GEMV at
+// m = 1 (~28 GB/s per core there, ~55 both). Run with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive.
 //
 // Decode GEMV cycles through distinct weight copies totalling > 256 MB, so every pass streams
 // W from DRAM as in a real decode step; the counter W_B/s is the weight stream rate.
