@@ -205,6 +205,10 @@ void run_rows_f32(const GemvJob& job, int64_t first, int64_t last) {
 // Weight rows [first, last) of one job, x already rounded to bf16 in xb where rounds_x(job).
 void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                     int64_t last) {
+  if (!cpu_has_avx512()) {  // only float32/bf16 jobs come here then (use_gemv)
+    gemv_avx2_rows(job, first, last);
+    return;
+  }
   if (job.type == WeightType::FP8 || job.type == WeightType::INT8) {
     gemv_q8_rows(job, xb, k_padded, first, last);
     return;

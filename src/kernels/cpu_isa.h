@@ -7,6 +7,9 @@
 #define MLASERVE_AVX512_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 
+// The GEMV of CPUs with AVX2 but no AVX-512.
+#define MLASERVE_AVX2 __attribute__((target("avx2,fma")))
+
 // The FP8/INT8 GEMV's decode: byte permutes (vpermi2b, AVX512_VBMI) beside vdpbf16ps.
 #define MLASERVE_AVX512_VBMI_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma")))
@@ -16,11 +19,20 @@ namespace mlaserve::kernels {
 // True after use_reference_kernels(true) (ops.h): every fast path then declines.
 bool reference_kernels_forced();
 
+// True after hide_avx512(true) (ops.h): the kernels then run as on a CPU without AVX-512.
+bool avx512_hidden();
+
 // True when the MLASERVE_AVX512 kernels may run.
 inline bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  return has && !reference_kernels_forced() && !avx512_hidden();
+}
+
+// True when the MLASERVE_AVX2 kernels may run.
+inline bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has && !reference_kernels_forced();
 }
 

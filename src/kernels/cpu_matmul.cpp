@@ -41,7 +41,7 @@ bool rounds_x(const Weight& w) {
 bool use_gemv(const MatmulJob& job) {
   const Weight& w = *job.w;
   const bool supported = w.type() == WeightType::F32 || w.type() == WeightType::BF16
-                             ? cpu_has_avx512()
+                             ? cpu_has_avx512() || cpu_has_avx2()
                              : rounds_x(w) && cpu_has_avx512_vbmi_bf16();
   const int64_t max_rows =
       w.type() == WeightType::BF16 && !w.packed ? kMaxGemvRowsUnpacked : kMaxGemvRows;

@@ -28,6 +28,10 @@ struct GemvJob {
 // any job is BF16).
 void gemv_batch(std::span<const GemvJob> jobs);
 
+// Weight rows [first, last) of a float32 or bf16 job on a CPU with AVX2 but no AVX-512, x as
+// it is. Used by gemv_batch.
+void gemv_avx2_rows(const GemvJob& job, int64_t first, int64_t last);
+
 // Weight rows [first, last) of an FP8/INT8 job, x already rounded to bf16 (rows k_padded
 // apart, zero past k). Needs cpu_has_avx512_vbmi_bf16(). Used by gemv_batch.
 void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,

@@ -10,6 +10,7 @@ bool g_reference_kernels = false;
 bool g_deterministic_kernels = false;
 bool g_weight_packing = true;
 bool g_avx512_bf16_hidden = false;
+bool g_avx512_hidden = false;
 std::optional<GemmChoice> g_gemm_choice;
 }  // namespace
 
@@ -27,6 +28,14 @@ void hide_avx512_bf16(bool on) {
 
 bool avx512_bf16_hidden() {
   return g_avx512_bf16_hidden;
+}
+
+void hide_avx512(bool on) {
+  g_avx512_hidden = on;
+}
+
+bool avx512_hidden() {
+  return g_avx512_hidden;
 }
 
 void use_deterministic_kernels(bool on) {

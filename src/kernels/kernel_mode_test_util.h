@@ -26,4 +26,13 @@ class HiddenAvx512Bf16 {
   HiddenAvx512Bf16& operator=(const HiddenAvx512Bf16&) = delete;
 };
 
+// The kernels of a CPU with AVX2 but no AVX-512 (hide_avx512).
+class HiddenAvx512 {
+ public:
+  HiddenAvx512() { hide_avx512(true); }
+  ~HiddenAvx512() { hide_avx512(false); }
+  HiddenAvx512(const HiddenAvx512&) = delete;
+  HiddenAvx512& operator=(const HiddenAvx512&) = delete;
+};
+
 }  // namespace mlaserve::kernels

@@ -103,6 +103,10 @@ void use_reference_kernels(bool on);
 // Xeons): bf16 weights widened to f32 in the GEMV and the GEMM, FP8/INT8 ones through f32 panels.
 // For testing those paths on any CPU. Set before weights are prepared.
 void hide_avx512_bf16(bool on);
+// Every kernel as on a CPU with AVX2 but no AVX-512 (AMD Zen 2/3, Intel before Skylake-SP): the
+// AVX2 GEMV for float32/bf16 weights, oneDNN for the rest of the matmuls, the scalar reference
+// for the other ops. For testing on any CPU. Set before weights are prepared.
+void hide_avx512(bool on);
 
 // Batch-invariant kernels (`--enable-deterministic-inference`): every op computes each row of its
 // output with one reduction order, whatever the other rows of the call (how many, so which path

@@ -211,6 +211,13 @@ void BM_MatmulDecodeWithoutBf16(benchmark::State& state) {
   BM_MatmulDecode<kType>(state);
 }
 
+// The same on the kernels of a CPU with AVX2 but no AVX-512 (the AVX2 GEMV).
+template <WeightType kType>
+void BM_MatmulDecodeWithoutAvx512(benchmark::State& state) {
+  const HiddenAvx512 hidden;
+  BM_MatmulDecode<kType>(state);
+}
+
 // The GEMM on panels widened to f32 (GemmPath::F32Widened) instead of bf16 dot products.
 template <WeightType kType>
 void BM_MatmulPrefillWidened(benchmark::State& state) {
@@ -248,6 +255,7 @@ BENCHMARK(BM_MatmulDecode<WeightType::F32>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::FP8>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::INT8>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutBf16<WeightType::BF16>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);

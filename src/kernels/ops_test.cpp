@@ -280,6 +280,21 @@ TEST(Matmul, DeterministicRowsEqualTheirProductAlone) {
   expect_rows_equal_alone(w, random_values(64 * 1000, 9));
 }
 
+// Without AVX-512 (AMD Zen 2/3, Intel Haswell to Comet Lake) the AVX2 GEMV takes float32 and
+// bf16 weights up to 16 rows (bf16 widened: x stays exact), oneDNN f32 the rest.
+TEST(Matmul, WithoutAvx512TheAvx2GemvKeepsXExact) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "the CPU lacks AVX2 or FMA";
+  const HiddenAvx512 hidden;
+  expect_exact_products(WeightType::F32, 0, false);
+  expect_exact_products(WeightType::BF16, 0, true);
+  const DeterministicKernels deterministic;  // the GEMV at every m: rows alone equal rows batched
+  for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+    Weight w = random_weight(type, 130, 1000, 8);
+    prepare(w);
+    expect_rows_equal_alone(w, random_values(64 * 1000, 9));
+  }
+}
+
 // Without AVX512_BF16 (Skylake-SP to Ice Lake Xeons) bf16 weights are widened to float32 in
 // the GEMV and the GEMM alike, and x is never rounded: every m matches the exact product, and
 // no packed bf16 copy is made.
