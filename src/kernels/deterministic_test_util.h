@@ -1,5 +1,5 @@
 // Checks of the deterministic kernels (ops.h use_deterministic_kernels) that the kernel tests
-// share: the mode switched on for one scope, and the batch-invariance of a matmul's rows.
+// share: the batch-invariance of a matmul's rows (the mode's scope: DeterministicKernels).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,18 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/kernel_mode_test_util.h"
 #include "kernels/ops.h"
 
 namespace mlaserve::kernels {
-
-// Deterministic kernels on for the lifetime of this object.
-class DeterministicKernels {
- public:
-  DeterministicKernels() { use_deterministic_kernels(true); }
-  ~DeterministicKernels() { use_deterministic_kernels(false); }
-  DeterministicKernels(const DeterministicKernels&) = delete;
-  DeterministicKernels& operator=(const DeterministicKernels&) = delete;
-};
 
 // The m values at which the fast matmul switches paths: GEMV tiles of 1-3 x rows, several
 // tiles (4-16), and beyond the GEMV's range (oneDNN outside the deterministic mode).

@@ -17,22 +17,18 @@ class ScopedGemmChoice {
   GemmChoice before_;
 };
 
-// The kernels of a CPU without AVX512_BF16 (hide_avx512_bf16).
-class HiddenAvx512Bf16 {
+// A kernel mode that a setter switches on, for one scope.
+template <void (*kSet)(bool)>
+class ScopedMode {
  public:
-  HiddenAvx512Bf16() { hide_avx512_bf16(true); }
-  ~HiddenAvx512Bf16() { hide_avx512_bf16(false); }
-  HiddenAvx512Bf16(const HiddenAvx512Bf16&) = delete;
-  HiddenAvx512Bf16& operator=(const HiddenAvx512Bf16&) = delete;
+  ScopedMode() { kSet(true); }
+  ~ScopedMode() { kSet(false); }
+  ScopedMode(const ScopedMode&) = delete;
+  ScopedMode& operator=(const ScopedMode&) = delete;
 };
 
-// The kernels of a CPU with AVX2 but no AVX-512 (hide_avx512).
-class HiddenAvx512 {
- public:
-  HiddenAvx512() { hide_avx512(true); }
-  ~HiddenAvx512() { hide_avx512(false); }
-  HiddenAvx512(const HiddenAvx512&) = delete;
-  HiddenAvx512& operator=(const HiddenAvx512&) = delete;
-};
+using DeterministicKernels = ScopedMode<use_deterministic_kernels>;
+using HiddenAvx512Bf16 = ScopedMode<hide_avx512_bf16>;  // a CPU without AVX512_BF16
+using HiddenAvx512 = ScopedMode<hide_avx512>;           // a CPU with AVX2 but no AVX-512
 
 }  // namespace mlaserve::kernels
