@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -74,10 +75,13 @@ std::string expired_wait(WatchdogState& s, Clock::time_point now) {
       fmt::format("rank {} on host {} waited {:.1f} s in {} over {}{} of step {}", s.rank, s.host,
                   waited, s.wait.op, s.wait.comm, layer_text(s.wait.layer), s.step);
   const Clock::time_point signalled{std::chrono::nanoseconds(g_stop_signal_at_ns.load())};
-  const bool resumed_by_it = std::chrono::abs(signalled - s.resumed) < kStoppedGap;
-  if (const int sig = g_stop_signal.load(); sig != 0 && !resumed_by_it &&
-                                            now - signalled < kStopSignalValidity &&
-                                            now - s.wait.since >= kStopSignalPatience) {
+  const int sig = g_stop_signal.load();
+  // Only a SIGCONT resumes a stopped process; a SIGTERM near a late tick (a loaded machine)
+  // still counts.
+  const bool resumed_by_it =
+      sig == SIGCONT && std::chrono::abs(signalled - s.resumed) < kStoppedGap;
+  if (sig != 0 && !resumed_by_it && now - signalled < kStopSignalValidity &&
+      now - s.wait.since >= kStopSignalPatience) {
     return fmt::format("mpirun is ending the job (signal {}, {}) while {}: another rank failed",
                        sig, strsignal(sig), where);
   }
