@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include "core/numeric.h"
 #include "kernels/cpu_isa.h"
 
 namespace mlaserve::kernels {
@@ -43,6 +44,14 @@ MLASERVE_AVX512 inline void keep_in_register(__m512& v) {
 // 16 bf16 values (their bits) as float32: a bf16 is the high half of its float32.
 MLASERVE_AVX512 inline __m512 bf16_to_f32x16(__m256i bits) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+// dst[0, n) = the bf16 row src as float32 (exact).
+MLASERVE_AVX512 inline void widen_bf16_row(const bf16* src, int64_t n, float* dst) {
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 lanes = first_lanes16(n - c);
+    _mm512_mask_storeu_ps(dst + c, lanes, bf16_to_f32x16(_mm256_maskz_loadu_epi16(lanes, src + c)));
+  }
 }
 
 // Sum of the 16 lanes. (g++ 12's _mm512_reduce_add_ps trips -Wmaybe-uninitialized.)

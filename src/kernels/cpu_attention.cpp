@@ -77,14 +77,6 @@ void attend_range(const FlashQueries& queries, int64_t begin, int64_t end, KvRow
   }
 }
 
-// dst[0, n) = bf16 row src as float32: each value's bits shifted into the high half.
-MLASERVE_AVX512 void decode_bf16_row(const bf16* src, int64_t n, float* dst) {
-  for (int64_t c = 0; c < n; c += 16) {
-    const __mmask16 lanes = first_lanes16(n - c);
-    _mm512_mask_storeu_ps(dst + c, lanes, bf16_to_f32x16(_mm256_maskz_loadu_epi16(lanes, src + c)));
-  }
-}
-
 // dst[0, n) = e4m3fn codes src times the row's scale, the same floats as fp8_e4m3_to_f32(code)
 // * scale: the weights' exact code decode (q8_decode.h), widened, then scaled.
 MLASERVE_AVX512 void decode_fp8_row(const uint8_t* src, int64_t n, float scale, float* dst) {
@@ -117,7 +109,7 @@ const float* kv_row_as_f32(const KvRows& kv, const int32_t* kv_slots, int64_t j,
   }
   const int64_t slot = kv_slots[j];
   if (kv.dtype == KvDtype::BFloat16) {
-    decode_bf16_row(reinterpret_cast<const bf16*>(kv.row(slot)), kv.row_dim, tile_row);
+    widen_bf16_row(reinterpret_cast<const bf16*>(kv.row(slot)), kv.row_dim, tile_row);
   } else {
     decode_fp8_row(kv.row(slot), kv.row_dim, kv.scales[slot], tile_row);
   }

@@ -152,17 +152,9 @@ void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
 }
 
 // out[i] = in[i] as float32 for i < count (exact: a bf16 is the high half of its float32).
-MLASERVE_AVX512 void widen_avx512(const bf16* in, int64_t count, float* out) {
-  int64_t i = 0;
-  for (; i + 16 <= count; i += 16)
-    _mm512_storeu_ps(out + i,
-                     bf16_to_f32x16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
-  for (; i < count; ++i) out[i] = bf16_to_f32(in[i]);
-}
-
 void widen(const bf16* in, int64_t count, float* out) {
   if (cpu_has_avx512()) {
-    widen_avx512(in, count, out);
+    widen_bf16_row(in, count, out);
   } else {
     for (int64_t i = 0; i < count; ++i) out[i] = bf16_to_f32(in[i]);
   }
@@ -284,10 +276,6 @@ void dnnl_matmul_widened(const float* x, int64_t m, const Weight& w, float* y) {
 }
 
 }  // namespace
-
-bool dnnl_supports() {
-  return !reference_kernels_forced();
-}
 
 std::shared_ptr<void> dnnl_pack(const Weight& w) {
   const memory::data_type type =

@@ -48,10 +48,13 @@ bool use_gemv(const MatmulJob& job) {
   return supported && w.cols() > 0 && (job.m <= max_rows || deterministic_kernels());
 }
 
-// oneDNN's result for a row depends on m (its kernels and blocking change with the shape), so
-// the deterministic mode never uses it.
+// oneDNN runs every weight type on every x86-64 CPU: bf16 x bf16 where gemm_path() is Bf16Dot
+// (which needs AVX512_BF16), else f32 on panels widened from bf16 (oneDNN 2.6 has no f32 x
+// bf16), FP8/INT8 panels dequantized to the same type (oneDNN 2.7 has no FP8 or weight-only int8
+// matmul). Its result for a row depends on m (its kernels and blocking change with the shape),
+// so the deterministic mode never uses it.
 bool use_dnnl() {
-  return dnnl_supports() && !deterministic_kernels();
+  return !reference_kernels_forced() && !deterministic_kernels();
 }
 
 GemvJob gemv_job(const MatmulJob& job) {

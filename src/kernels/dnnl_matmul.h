@@ -9,12 +9,6 @@
 
 namespace mlaserve::kernels {
 
-// Whether dnnl_matmul() runs (not under --kernels reference). Every weight type on every x86-64
-// CPU: bf16 × bf16 where gemm_path() is Bf16Dot (which needs AVX512_BF16), else f32 on panels
-// widened from bf16 (oneDNN 2.6 has no f32 × bf16); FP8/INT8 panels dequantized to the same
-// type (oneDNN 2.7 has no FP8 or weight-only int8 matmul).
-bool dnnl_supports();
-
 // A copy of w reordered into the layout oneDNN's matmul prefers; goes into Weight::packed.
 std::shared_ptr<void> dnnl_pack(const Weight& w);
 

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/parallel.h"
+#include "runtime/launch.h"
 #include "runtime/placement.h"
 
 namespace mlaserve::runtime {
@@ -136,21 +137,17 @@ void choose_gemm_paths() {
   if (kernels::gemm_choice_made() || kernels::reference_kernels_forced() ||
       kernels::deterministic_kernels() || !kernels::cpu_has_avx512_bf16())
     return;
-  MPI_Comm host;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-  int host_rank = 0;
-  MPI_Comm_rank(host, &host_rank);
+  const HostRanks host;
   std::string origin;
   GemmProbe probe;
-  if (host_rank == 0) probe = host_probe(origin);
+  if (host.rank() == 0) probe = host_probe(origin);
   std::array<double, 4> rates{probe.mid.bf16_gflops, probe.mid.f32_gflops, probe.large.bf16_gflops,
                               probe.large.f32_gflops};
-  MPI_Bcast(rates.data(), 4, MPI_DOUBLE, 0, host);
-  MPI_Comm_free(&host);
+  MPI_Bcast(rates.data(), 4, MPI_DOUBLE, 0, host.comm());
   probe = {{rates[0], rates[1]}, {rates[2], rates[3]}};
   const kernels::GemmChoice choice = kernels::faster_paths(probe);
   kernels::use_gemm_choice(choice);
-  if (host_rank != 0) return;
+  if (host.rank() != 0) return;
   spdlog::info("kernels on {}: GEMM of {} / {} (probe {})", host_name(),
                describe("under 64", choice.mid, probe.mid),
                describe("64+", choice.large, probe.large), origin);

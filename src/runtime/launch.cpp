@@ -103,13 +103,12 @@ void exit_after(std::chrono::seconds grace, int exit_code) {
 // our own mpirun and an external (multi-host) one.
 void set_threads_per_rank() {
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
-  MPI_Comm host, alike;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-  MPI_Comm_split(host, first_affinity_cpu(), 0, &alike);
+  const HostRanks host;
+  MPI_Comm alike;
+  MPI_Comm_split(host.comm(), first_affinity_cpu(), 0, &alike);
   int sharing = 1;
   MPI_Comm_size(alike, &sharing);
   MPI_Comm_free(&alike);
-  MPI_Comm_free(&host);
   omp_set_num_threads(threads_per_rank(affinity_cpus(), sharing));
 }
 // One line per rank: where it runs, with how many cores and threads.
@@ -119,6 +118,15 @@ void log_placement(const MpiSession& mpi) {
                omp_get_max_threads());
 }
 }  // namespace
+
+HostRanks::HostRanks() {
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+}
+
+HostRanks::~HostRanks() {
+  MPI_Comm_free(&comm_);
+}
 
 void set_command_line(int argc, char** argv) {
   g_command_line.assign(argv, argv + argc);

@@ -3,6 +3,8 @@
 // an external mpirun it uses the world it was given (multi-host).
 #pragma once
 
+#include <mpi.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,6 +31,23 @@ class MpiSession {
 
  private:
   int rank_ = 0, size_ = 1;
+};
+
+// The ranks of this process's host (MPI_COMM_TYPE_SHARED) for the lifetime of the object: they
+// share the host's cores and memory, so they decide together (threads per rank, the GEMM paths,
+// weight packing), rank 0 of them for all where a measurement is involved.
+class HostRanks {
+ public:
+  HostRanks();
+  ~HostRanks();
+  HostRanks(const HostRanks&) = delete;
+  HostRanks& operator=(const HostRanks&) = delete;
+  MPI_Comm comm() const { return comm_; }
+  int rank() const { return rank_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
 };
 
 // The process's command line, recorded by main() so a relaunch can repeat it.

@@ -8,6 +8,7 @@
 #include "kernels/ops.h"
 #include "model/footprint.h"
 #include "model/load_progress.h"
+#include "runtime/launch.h"
 #include "runtime/placement.h"
 
 namespace mlaserve::runtime {
@@ -25,17 +26,13 @@ void choose_weight_packing(const std::filesystem::path& model_dir, const model::
       model::stored_fp8_of(model_dir), with_mtp);
   std::array<double, 3> host{static_cast<double>(w.values()), static_cast<double>(other_bytes),
                              static_cast<double>(w.packed)};
-  MPI_Comm comm;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm);
-  int host_rank = 0;
-  MPI_Comm_rank(comm, &host_rank);
-  MPI_Allreduce(MPI_IN_PLACE, host.data(), 3, MPI_DOUBLE, MPI_SUM, comm);
+  const HostRanks ranks;
+  MPI_Allreduce(MPI_IN_PLACE, host.data(), 3, MPI_DOUBLE, MPI_SUM, ranks.comm());
   const double available = model::mem_available_bytes();
   int pack = packing_fits(host[0], host[1], host[2], available) ? 1 : 0;
-  MPI_Bcast(&pack, 1, MPI_INT, 0, comm);  // one MemAvailable reading per host
-  MPI_Comm_free(&comm);
+  MPI_Bcast(&pack, 1, MPI_INT, 0, ranks.comm());  // one MemAvailable reading per host
   kernels::use_weight_packing(pack != 0);
-  if (host_rank != 0 || host[2] == 0) return;
+  if (ranks.rank() != 0 || host[2] == 0) return;
   const double gb = 1e9;
   spdlog::info(
       "weight packing: {} for host {} (its ranks hold {:.2f} GB of weights and {:.2f} GB of KV "
