@@ -15,6 +15,7 @@
 #include "kernels/dnnl_matmul.h"
 #include "kernels/gemv.h"
 #include "kernels/parallel.h"
+#include "kernels/q8_decode.h"
 
 namespace mlaserve::kernels {
 namespace {
@@ -110,60 +111,31 @@ void execute(const Shape& s, const dnnl::matmul& primitive, const memory& source
   stream.wait();
 }
 
-// Bytes of one dequantized (or widened) panel of weight rows: the GEMM reads it from the
-// last-level cache while the next panel has not been written yet, and the scratch stays bounded
-// whatever the weight's size (DeepSeek-V3's dense gate_up is 528 MB in bf16).
+// Bytes of one panel of weight rows in the matmul's type: the GEMM reads it from the last-level
+// cache while the next panel has not been written yet, and the scratch stays bounded whatever the
+// weight's size (DeepSeek-V3's dense gate_up is 528 MB in bf16). (Panels of 1-2 MB measured
+// 2-3x slower on the GEMM probe's shape: each is one more oneDNN call.)
 constexpr int64_t kPanelBytes = 8 << 20;
 
-// Rows [first, last) of an FP8/INT8 weight dequantized into panel as `type`, on the kernels'
-// threads.
-void dequantize_panel(const Weight& w, int64_t first, int64_t last, memory::data_type type,
-                      void* panel) {
-  const bool parallel = (last - first) * w.cols() >= (1 << 16);
-  for_ranges(last - first, parallel, [&](int64_t begin, int64_t end) {
-    if (type == memory::data_type::f32) {
-      dequantize_rows_f32(w, first + begin, first + end,
-                          static_cast<float*>(panel) + begin * w.cols());
-    } else {
-      dequantize_rows_bf16(w, first + begin, first + end,
-                           static_cast<bf16*>(panel) + begin * w.cols());
-    }
-  });
+// oneDNN's packed weight layouts on AVX-512, for [K, N] weights (our W[N, K] transposed): blocks
+// of 64 output rows (outermost) by 16 32-bit words of columns, each block word-row-major:
+//   f32 (BA16a64b):    element (k, n) at ((n / 64) * ceil(K / 16) + k / 16) * 1024
+//                      + (k % 16) * 64 + n % 64 floats;
+//   bf16 (BA16a64b2a): pairs of columns share a word: element (k, n) at
+//                      ((n / 64) * ceil(K / 32) + k / 32) * 2048 + (k % 32 / 2) * 128
+//                      + (n % 64) * 2 + k % 2 bf16 values;
+// padding zeroed. Either way a block is 64 rows by 16 words transposed (pack_f32_block,
+// pack_bf16_block).
+constexpr int64_t kPackedRows = 64, kPackedWords = 16;
+
+Tag packed_tag(memory::data_type type) {
+  return type == memory::data_type::f32 ? Tag::BA16a64b : Tag::BA16a64b2a;
 }
 
-// FP8/INT8 weights: each panel of rows is dequantized to the matmul's type once per call and
-// multiplied as a row-major weight.
-void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
-  const memory::data_type type = data_type(w, m);
-  const int64_t value_bytes = type == memory::data_type::f32 ? 4 : 2;
-  const int64_t panel_rows =
-      std::clamp<int64_t>(kPanelBytes / (w.cols() * value_bytes) / 16 * 16, 16, w.rows());
-  thread_local std::vector<float> panel;  // float-aligned storage for either type
-  panel.resize(static_cast<size_t>((panel_rows * w.cols() * value_bytes + 3) / 4));
-  const memory source = source_memory(x, m, w.cols(), type);
-  for (int64_t first = 0; first < w.rows(); first += panel_rows) {
-    const int64_t rows = std::min(panel_rows, w.rows() - first);
-    dequantize_panel(w, first, first + rows, type, panel.data());
-    const Shape shape{m, rows, w.cols(), type, w.rows()};
-    const memory::desc weights_desc = row_major_weight_desc(rows, w.cols(), type);
-    const memory weights(weights_desc, cpu_engine(), panel.data());
-    execute(shape, cached_primitive(shape, false, weights_desc), source, weights, y + first);
-  }
+// Columns of a row in one 16-word block.
+int64_t block_cols(memory::data_type type) {
+  return type == memory::data_type::f32 ? kPackedWords : 2 * kPackedWords;
 }
-
-// out[i] = in[i] as float32 for i < count (exact: a bf16 is the high half of its float32).
-void widen(const bf16* in, int64_t count, float* out) {
-  if (cpu_has_avx512()) {
-    widen_bf16_row(in, count, out);
-  } else {
-    for (int64_t i = 0; i < count; ++i) out[i] = bf16_to_f32(in[i]);
-  }
-}
-
-// oneDNN's packed f32 layout on AVX-512, BA16a64b of the [K, N] weights: blocks of 64 output
-// rows (outermost) by 16 columns, each block k-major: element (k, n) of W[n, k] at
-// ((n / 64) * ceil(K / 16) + k / 16) * 1024 + (k % 16) * 64 + n % 64, padding zeroed.
-constexpr int64_t kPackedRows = 64, kPackedCols = 16;
 
 // 16 rows of 16 floats transposed in registers: t[c] lane r = v[r] lane c.
 MLASERVE_AVX512 inline void transpose16(__m512 (&v)[16]) {
@@ -192,80 +164,210 @@ MLASERVE_AVX512 inline void transpose16(__m512 (&v)[16]) {
   }
 }
 
-// One 64 x 16 block of the packed layout: rows [n0, n0 + 64) and columns [k0, k0 + 16) of the
-// bf16 rows w (k columns each), widened; rows past n_end and columns past k read as zero.
-MLASERVE_AVX512 void pack_block(const bf16* w, int64_t k, int64_t n0, int64_t n_end, int64_t k0,
-                                float* block) {
-  const __mmask16 cols = first_lanes16(std::min<int64_t>(kPackedCols, k - k0));
+// Columns [k0, k0 + count) of the rows of a quantized weight (count <= 32): which scale block
+// each column is in. A run of 32 columns meets at most two (blocks are 128 wide, and may start
+// anywhere: col_phase). The same for every row, so worked out once per column run.
+struct ColumnRun {
+  int64_t k0, count;  // count clipped to the row's end
+  int64_t block;      // scale block of column k0
+  __mmask32 next;     // lanes in block + 1
+};
+
+ColumnRun column_run(const Weight& w, int64_t k0, int64_t count) {
+  const BlockScales& s = w.scales();
+  ColumnRun run{k0, std::min(count, w.cols() - k0), (k0 + s.col_phase) / s.col_block, 0};
+  const int64_t next_block = s.block_end(run.block, w.cols());  // its first column
+  if (next_block < k0 + run.count) run.next = ~first_lanes32(next_block - k0);
+  return run;
+}
+
+// The run's columns of quantized row n (zero past the row): the codes decoded (exact in bf16),
+// widened and multiplied by their block's scale in f32, as dequantize_rows_f32 computes them;
+// lo holds the first 16, hi the rest.
+MLASERVE_AVX512 inline __attribute__((always_inline)) void dequantize_run(const Weight& w,
+                                                                          const DecodeTable& table,
+                                                                          const ColumnRun& run,
+                                                                          int64_t n, __m512& lo,
+                                                                          __m512& hi) {
+  const uint8_t* codes = w.codes() + n * w.cols() + run.k0;
+  const __m512i v = decode_codes(load_codes(codes, run.count), table);
+  const float* scales = w.scales().row_scales(n) + run.block;
+  __m512 scale_lo = _mm512_set1_ps(scales[0]), scale_hi = scale_lo;
+  if (run.next) {
+    const __m512 next_scale = _mm512_set1_ps(scales[1]);
+    scale_lo = _mm512_mask_blend_ps(static_cast<__mmask16>(run.next), scale_lo, next_scale);
+    scale_hi = _mm512_mask_blend_ps(static_cast<__mmask16>(run.next >> 16), scale_hi, next_scale);
+  }
+  lo = _mm512_mul_ps(bf16_to_f32x16(_mm512_castsi512_si256(v)), scale_lo);
+  hi = _mm512_mul_ps(bf16_to_f32x16(_mm512_extracti64x4_epi64(v, 1)), scale_hi);
+}
+
+// Stores the 16 transposed vectors of rows [group, group + 16) of a 64-row block.
+MLASERVE_AVX512 inline void store_transposed(__m512 (&v)[16], int64_t group, float* block) {
+  transpose16(v);
+  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(block + c * kPackedRows + group, v[c]);
+}
+
+// A block's 64 rows are 64 streams, too many for the hardware prefetcher: as a block is packed,
+// each of its rows fetches the bytes that row of the block kAheadBlocks later (in the order a
+// thread packs them) will read, `rows` below and `cols` right of its own (a block takes ~100
+// ns, about one DRAM latency; prefetching 8 blocks ahead took the packing of the bench model's
+// FP8 prefill from 19 % of its samples to ~12 %). Rows at or past n_end fetch nothing.
+constexpr int64_t kAheadBlocks = 8;
+struct Ahead {
+  int64_t rows = 0, cols = 0, n_end = 0;
+};
+
+MLASERVE_AVX512 inline void prefetch_ahead(const Weight& w, const Ahead& ahead, int64_t n,
+                                           int64_t k0) {
+  if (n + ahead.rows >= ahead.n_end) return;
+  const int64_t element = (n + ahead.rows) * w.cols() + k0 + ahead.cols;
+  _mm_prefetch(w.quantized() ? static_cast<const void*>(w.codes() + element)
+                             : static_cast<const void*>(w.b16() + element),
+               _MM_HINT_T0);
+}
+
+// One f32 block of the packed layout: rows [n0, n0 + 64) of w (rows past n_end zero) from
+// column k0, bf16 rows widened or FP8/INT8 rows dequantized to f32.
+MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, int64_t k0,
+                                    const Ahead& ahead, float* block) {
+  const int64_t k = w.cols();
+  const DecodeTable* table = w.quantized() ? &decode_table(w.type()) : nullptr;
+  const ColumnRun run = table ? column_run(w, k0, 16) : ColumnRun{};
+  for (int64_t group = 0; group < kPackedRows; group += 16) {
+    __m512 v[16], unused;
+    for (int r = 0; r < 16; ++r) {
+      const int64_t n = n0 + group + r;
+      prefetch_ahead(w, ahead, n, k0);
+      if (n >= n_end) {
+        v[r] = _mm512_setzero_ps();
+      } else if (table) {
+        dequantize_run(w, *table, run, n, v[r], unused);
+      } else {
+        v[r] =
+            bf16_to_f32x16(_mm256_maskz_loadu_epi16(first_lanes16(k - k0), w.b16() + n * k + k0));
+      }
+    }
+    store_transposed(v, group, block);
+  }
+}
+
+// One bf16 block of the packed layout: rows [n0, n0 + 64) of an FP8/INT8 weight dequantized to
+// bf16 (rounded once, as dequantize_rows_bf16), a word per pair of columns, from column k0.
+MLASERVE_AVX512_BF16 void pack_bf16_block(const Weight& w, int64_t n0, int64_t n_end, int64_t k0,
+                                          const Ahead& ahead, float* block) {
+  const DecodeTable& table = decode_table(w.type());
+  const ColumnRun run = column_run(w, k0, 32);
   for (int64_t group = 0; group < kPackedRows; group += 16) {
     __m512 v[16];
     for (int r = 0; r < 16; ++r) {
       const int64_t n = n0 + group + r;
-      v[r] = n < n_end ? bf16_to_f32x16(_mm256_maskz_loadu_epi16(cols, w + n * k + k0))
+      prefetch_ahead(w, ahead, n, k0);
+      __m512 lo, hi;
+      if (n < n_end) dequantize_run(w, table, run, n, lo, hi);
+      v[r] = n < n_end ? _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo))
                        : _mm512_setzero_ps();
     }
-    transpose16(v);
-    for (int c = 0; c < 16; ++c) _mm512_storeu_ps(block + c * kPackedRows + group, v[c]);
+    store_transposed(v, group, block);
   }
 }
 
-// Whether oneDNN's f32 matmul wants rows x k weights in the layout pack_block writes (asked
-// once per shape: creating a primitive descriptor costs more than a small expert's GEMM).
-bool packed_layout_known(int64_t rows, int64_t k) {
+// Whether oneDNN's matmul of `type` wants rows x k weights in the layout pack_*_block write
+// (asked once per shape: creating a primitive descriptor costs more than a small expert's GEMM).
+bool packed_layout_known(int64_t rows, int64_t k, memory::data_type type) {
   if (!cpu_has_avx512()) return false;
   static std::mutex mutex;
-  static std::map<std::pair<int64_t, int64_t>, bool> known;
+  static std::map<std::tuple<int64_t, int64_t, memory::data_type>, bool> known;
   const std::lock_guard lock(mutex);
-  const auto [it, added] = known.try_emplace({rows, k}, false);
+  const auto [it, added] = known.try_emplace({rows, k, type}, false);
   if (added) {
-    const Shape shape{kPackingProbeRows, rows, k, memory::data_type::f32, rows};
-    const memory::desc any({k, rows}, memory::data_type::f32, Tag::any);
-    it->second = matmul_desc(shape, any).weights_desc() ==
-                 memory::desc({k, rows}, memory::data_type::f32, Tag::BA16a64b);
+    const Shape shape{kPackingProbeRows, rows, k, type, rows};
+    const memory::desc any({k, rows}, type, Tag::any);
+    it->second =
+        matmul_desc(shape, any).weights_desc() == memory::desc({k, rows}, type, packed_tag(type));
   }
   return it->second;
 }
 
-// BF16 weights on the F32Widened path: each panel of rows is widened to f32 in oneDNN's own
-// packed layout (so the matmul reads it as it is), on the kernels' threads, and multiplied with
-// x as it is. oneDNN 2.7 runs packed weights into a strided destination on its reference
-// kernel, so a panel of a weight with several writes its columns of y through a scratch block.
-// Where oneDNN wants another layout the panel is widened row-major and the matmul packs it.
-// (Panels of 1-2 MB measured 2-3x slower on the probe's shape: each is one more oneDNN call;
-// oneDNN's own reorder from bf16 to its packed f32 layout ran at ~10 GB/s.)
-void dnnl_matmul_widened(const float* x, int64_t m, const Weight& w, float* y) {
-  const int64_t k = w.cols();
-  const int64_t panel_rows =
-      std::clamp<int64_t>(kPanelBytes / (k * 4) / kPackedRows * kPackedRows, kPackedRows, w.rows());
-  const int64_t k_blocks = (k + kPackedCols - 1) / kPackedCols;
-  thread_local std::vector<float> panel, y_block;
-  panel.resize(static_cast<size_t>((panel_rows + kPackedRows) * k_blocks * kPackedCols));
-  float* widened = panel.data();  // the pool's threads have their own `panel`
-  const memory source = source_memory(x, m, k, memory::data_type::f32);
+// out[i] = in[i] as float32 for i < count (exact: a bf16 is the high half of its float32).
+void widen(const bf16* in, int64_t count, float* out) {
+  if (cpu_has_avx512()) {
+    widen_bf16_row(in, count, out);
+  } else {
+    for (int64_t i = 0; i < count; ++i) out[i] = bf16_to_f32(in[i]);
+  }
+}
+
+// Rows [first, first + rows) of w into `panel` in oneDNN's packed layout for `type`, a 64-row
+// block at a time on the kernels' threads.
+void pack_panel(const Weight& w, int64_t first, int64_t rows, memory::data_type type,
+                float* panel) {
+  const int64_t cols = block_cols(type), k_blocks = (w.cols() + cols - 1) / cols;
+  const int64_t row_blocks = (rows + kPackedRows - 1) / kPackedRows;
+  for_ranges(row_blocks * k_blocks, rows * w.cols() >= (1 << 16), [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t n0 = first + b / k_blocks * kPackedRows, k0 = b % k_blocks * cols;
+      const int64_t later = std::min(b + kAheadBlocks, end - 1);
+      const Ahead ahead{first + later / k_blocks * kPackedRows - n0, later % k_blocks * cols - k0,
+                        first + rows};
+      float* block = panel + b * kPackedRows * kPackedWords;
+      if (type == memory::data_type::f32) {
+        pack_f32_block(w, n0, first + rows, k0, ahead, block);
+      } else {
+        pack_bf16_block(w, n0, first + rows, k0, ahead, block);
+      }
+    }
+  });
+}
+
+// Rows [first, first + rows) of w into `panel` row-major as `type` (where oneDNN wants some
+// other layout: it packs the panel itself).
+void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::data_type type,
+                          void* panel) {
+  const int64_t k = w.cols(), value_bytes = type == memory::data_type::f32 ? 4 : 2;
+  const bool parallel = rows * k >= (1 << 16);
+  for_ranges(rows, parallel, [&](int64_t begin, int64_t end) {
+    void* out = static_cast<char*>(panel) + begin * k * value_bytes;
+    if (type == memory::data_type::f32 && w.quantized()) {
+      dequantize_rows_f32(w, first + begin, first + end, static_cast<float*>(out));
+    } else if (w.quantized()) {
+      dequantize_rows_bf16(w, first + begin, first + end, static_cast<bf16*>(out));
+    } else {
+      widen(w.b16() + (first + begin) * k, (end - begin) * k, static_cast<float*>(out));
+    }
+  });
+}
+
+// The GEMM on weights not held in the matmul's type, one panel of rows at a time: FP8/INT8
+// dequantized (oneDNN 2.7 has no FP8 or weight-only int8 matmul) and BF16 on the F32Widened
+// path widened (oneDNN 2.6 has no f32 x bf16), each panel written straight into oneDNN's packed
+// layout so that the matmul reads it as it is (on plain row-major weights oneDNN copies each
+// panel into that layout again per call; its own reorder from bf16 to packed f32 ran at ~10
+// GB/s). oneDNN 2.7 runs packed weights into a strided destination on its reference kernel, so
+// a panel of a weight with several writes its columns of y through a scratch block.
+void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
+  const memory::data_type type = data_type(w, m);
+  const int64_t k = w.cols(), value_bytes = type == memory::data_type::f32 ? 4 : 2;
+  const int64_t panel_rows = std::clamp<int64_t>(
+      kPanelBytes / (k * value_bytes) / kPackedRows * kPackedRows, kPackedRows, w.rows());
+  const int64_t k_words = (k * value_bytes / 4 + kPackedWords) / kPackedWords * kPackedWords;
+  thread_local std::vector<float> panel, y_block;  // the pool's threads have their own
+  float* values = take(panel, (panel_rows + kPackedRows) * k_words);
+  const memory source = source_memory(x, m, k, type);
   for (int64_t first = 0; first < w.rows(); first += panel_rows) {
     const int64_t rows = std::min(panel_rows, w.rows() - first);
-    const bf16* stored = w.b16() + first * k;
-    const bool packs = packed_layout_known(rows, k);
+    const bool packs = packed_layout_known(rows, k, type);
     if (packs) {
-      const int64_t row_blocks = (rows + kPackedRows - 1) / kPackedRows;
-      for_ranges(row_blocks * k_blocks, rows * k >= (1 << 16), [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          pack_block(stored, k, b / k_blocks * kPackedRows, rows, b % k_blocks * kPackedCols,
-                     widened + b * kPackedRows * kPackedCols);
-        }
-      });
+      pack_panel(w, first, rows, type, values);
     } else {
-      for_ranges(rows * k, rows * k >= (1 << 16), [&](int64_t begin, int64_t end) {
-        widen(stored + begin, end - begin, widened + begin);
-      });
+      fill_row_major_panel(w, first, rows, type, values);
     }
     const bool through_block = packs && rows < w.rows();
     float* out = through_block ? take(y_block, m * rows) : y + first;
-    const Shape shape{m, rows, k, memory::data_type::f32, through_block ? rows : w.rows()};
-    const memory::desc weights_desc =
-        packs ? memory::desc({k, rows}, memory::data_type::f32, Tag::BA16a64b)
-              : row_major_weight_desc(rows, k, memory::data_type::f32);
-    const memory weights(weights_desc, cpu_engine(), widened);
+    const Shape shape{m, rows, k, type, through_block ? rows : w.rows()};
+    const memory::desc weights_desc = packs ? memory::desc({k, rows}, type, packed_tag(type))
+                                            : row_major_weight_desc(rows, k, type);
+    const memory weights(weights_desc, cpu_engine(), values);
     execute(shape, cached_primitive(shape, packs, weights_desc), source, weights, out);
     if (!through_block) continue;
     for_ranges(m, m * rows >= (1 << 16), [&](int64_t begin, int64_t end) {
@@ -299,12 +401,8 @@ size_t dnnl_packed_bytes(const Weight& w) {
 
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
   const memory::data_type type = data_type(w, m);
-  if (w.quantized()) {
+  if (w.quantized() || (w.type() == WeightType::BF16 && type == memory::data_type::f32)) {
     dnnl_matmul_panels(x, m, w, y);
-    return;
-  }
-  if (w.type() == WeightType::BF16 && type == memory::data_type::f32) {
-    dnnl_matmul_widened(x, m, w, y);
     return;
   }
   const Shape shape{m, w.rows(), w.cols(), type, w.rows()};

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <vector>
 
+#include "core/scratch.h"
 #include "kernels/gemv.h"
 #include "kernels/q8_decode.h"
 
@@ -15,23 +17,51 @@ namespace {
 
 constexpr int64_t kPrefetchBytes = 8192;
 
-// block[r][i] += x row i · decoded weight row r over columns [c, c + count), count <= 64. The
-// same columns of the rows at `next` (the thread's next block) are fetched into L2 meanwhile:
-// an FP8 row of K = 1024 is 1 KB, too short for the hardware prefetcher to ramp up on each new
-// set of 8 row streams (without it, K = 1024 weights streamed at half the rate of K = 7168).
+// A row's columns are taken in chunks of at most 64: each scale block j, [block_begin(j),
+// block_end(j)), cut into 64s from its first column (blocks need not start at a multiple of 64:
+// a tensor-parallel shard may begin inside one). The chunks of a row of k columns:
+int64_t chunks_per_row(const BlockScales& s, int64_t k) {
+  int64_t chunks = 0;
+  for (int64_t j = 0; j < s.col_blocks; ++j)
+    chunks += (s.block_end(j, k) - s.block_begin(j) + 63) / 64;
+  return chunks;
+}
+
+// x rows (bf16, k_padded apart) rearranged for the tiles: row i's chunk q (the q-th of
+// for_each_chunk) at out + i * stride + 64 q, in decode_codes64's order and zero past the
+// chunk's columns, so that a tile reads each x vector straight from L1 as it multiplies.
+MLASERVE_AVX512_VBMI_BF16 void interleave_x(const bf16* xb, int64_t m, int64_t k_padded,
+                                            const BlockScales& s, int64_t k, int64_t stride,
+                                            bf16* out) {
+  for (int64_t i = 0; i < m; ++i) {
+    const bf16* row = xb + i * k_padded;
+    bf16* chunk = out + i * stride;
+    for (int64_t j = 0; j < s.col_blocks; ++j) {
+      const int64_t end = s.block_end(j, k);
+      for (int64_t c = s.block_begin(j); c < end; c += 64, chunk += 64) {
+        const int64_t count = std::min<int64_t>(64, end - c);
+        __m512bh first, second;
+        interleave_like_codes(
+            _mm512_maskz_loadu_epi16(first_lanes32(count), row + c),
+            _mm512_maskz_loadu_epi16(first_lanes32(std::max<int64_t>(count - 32, 0)), row + c + 32),
+            first, second);
+        _mm512_storeu_si512(chunk, (__m512i)first);
+        _mm512_storeu_si512(chunk + 32, (__m512i)second);
+      }
+    }
+  }
+}
+
+// block[r][i] += x row i · decoded weight row r over the chunk of `count` <= 64 columns at c; x
+// is the chunk in interleave_x()'s form (rows x_stride apart). Each weight row is decoded once
+// for all kM x rows. The same columns of the rows at `next` (the thread's next block) are
+// fetched into L2 meanwhile: an FP8 row of K = 1024 is 1 KB, too short for the hardware
+// prefetcher to ramp up on each new set of 8 row streams (without it, K = 1024 weights
+// streamed at half the rate of K = 7168).
 template <int kRows, int kM>
 MLASERVE_AVX512_VBMI_BF16 inline __attribute__((always_inline)) void accumulate(
-    const bf16* x, int64_t k_padded, const uint8_t* w, const uint8_t* next, int64_t k, int64_t c,
+    const bf16* x, int64_t x_stride, const uint8_t* w, const uint8_t* next, int64_t k, int64_t c,
     int64_t count, const ByteDecodeTable& table, __m512 (&block)[kRows][kM]) {
-  __m512bh x_first[kM], x_second[kM];
-  const __mmask32 x_lanes0 = first_lanes32(count),
-                  x_lanes1 = first_lanes32(std::max<int64_t>(count - 32, 0));
-#pragma GCC unroll 8
-  for (int i = 0; i < kM; ++i) {
-    const bf16* row = x + i * k_padded + c;
-    interleave_like_codes(_mm512_maskz_loadu_epi16(x_lanes0, row),
-                          _mm512_maskz_loadu_epi16(x_lanes1, row + 32), x_first[i], x_second[i]);
-  }
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) {
     _mm_prefetch(next + r * k + c, _MM_HINT_T1);
@@ -42,17 +72,21 @@ MLASERVE_AVX512_VBMI_BF16 inline __attribute__((always_inline)) void accumulate(
                    table, first, second);
 #pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) {
-      block[r][i] = _mm512_dpbf16_ps(block[r][i], (__m512bh)first, x_first[i]);
-      block[r][i] = _mm512_dpbf16_ps(block[r][i], (__m512bh)second, x_second[i]);
+      const bf16* xi = x + i * x_stride;
+      block[r][i] =
+          _mm512_dpbf16_ps(block[r][i], (__m512bh)first, (__m512bh)_mm512_loadu_si512(xi));
+      block[r][i] =
+          _mm512_dpbf16_ps(block[r][i], (__m512bh)second, (__m512bh)_mm512_loadu_si512(xi + 32));
     }
   }
 }
 
-// y[i * y_stride + r] = x[i] · W[row + r] for r < kRows, i < kM. Accumulators: kRows·kM block
-// sums plus as many totals must fit the 32 zmm registers beside the four table vectors, two
-// constants and the loaded vectors: 8 × 1 or 4 × 2.
+// y[i * y_stride + r] = x[i] · W[row + r] for r < kRows, i < kM, x in interleave_x()'s form.
+// Each scale block's sums are scaled into the totals when the block ends. In the inner loop
+// live the kRows·kM block sums, two decoded vectors, the four table vectors and a constant; the
+// totals, touched once per block, may stay in memory.
 template <int kRows, int kM>
-MLASERVE_AVX512_VBMI_BF16 void tile_q8(const bf16* x, int64_t k_padded, const uint8_t* w,
+MLASERVE_AVX512_VBMI_BF16 void tile_q8(const bf16* x, int64_t x_stride, const uint8_t* w,
                                        const uint8_t* next, int64_t k, const BlockScales& s,
                                        int64_t row, const ByteDecodeTable& table, float* y,
                                        int64_t y_stride) {
@@ -60,31 +94,30 @@ MLASERVE_AVX512_VBMI_BF16 void tile_q8(const bf16* x, int64_t k_padded, const ui
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 8
-    for (int i = 0; i < kM; ++i) total[r][i] = _mm512_setzero_ps();
+    for (int i = 0; i < kM; ++i) total[r][i] = block[r][i] = _mm512_setzero_ps();
+  const bf16* chunk = x;
   for (int64_t j = 0; j < s.col_blocks; ++j) {
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 8
-      for (int i = 0; i < kM; ++i) block[r][i] = _mm512_setzero_ps();
     const int64_t end = s.block_end(j, k);
-    int64_t c = s.block_begin(j);
-    for (; c + 64 <= end; c += 64)
-      accumulate<kRows, kM>(x, k_padded, w, next, k, c, 64, table, block);
-    // Masked: lanes past the block read zero codes and zero x.
-    if (c < end) accumulate<kRows, kM>(x, k_padded, w, next, k, c, end - c, table, block);
+    for (int64_t c = s.block_begin(j); c < end; c += 64, chunk += 64)
+      accumulate<kRows, kM>(chunk, x_stride, w, next, k, c, std::min<int64_t>(64, end - c), table,
+                            block);
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const __m512 scale = _mm512_set1_ps(s.row_scales(row + r)[j]);
 #pragma GCC unroll 8
-      for (int i = 0; i < kM; ++i) total[r][i] = _mm512_fmadd_ps(block[r][i], scale, total[r][i]);
+      for (int i = 0; i < kM; ++i) {
+        total[r][i] = _mm512_fmadd_ps(block[r][i], scale, total[r][i]);
+        block[r][i] = _mm512_setzero_ps();
+      }
     }
   }
   store_tile_sums<kRows, kM>(total, y, y_stride);
 }
 
-// Weight rows [row, row + rows) against every x row. Pairs of x rows go 4 weight rows at a
-// time (the 8 rows of a thread's block are then read twice per pair, from L1/L2).
-MLASERVE_AVX512_VBMI_BF16 void row_block_q8(const GemvJob& job, const bf16* xb, int64_t k_padded,
+// Weight rows [row, row + rows) against every x row (x in interleave_x()'s form). Groups of up
+// to four x rows go 4 weight rows at a time (the 8 rows of a thread's block are then read once
+// per group, from L1/L2); a lone x row 8 weight rows at a time.
+MLASERVE_AVX512_VBMI_BF16 void row_block_q8(const GemvJob& job, const bf16* x, int64_t x_stride,
                                             int64_t row, int64_t rows,
                                             const ByteDecodeTable& table) {
   const int64_t k = job.k;
@@ -95,18 +128,27 @@ MLASERVE_AVX512_VBMI_BF16 void row_block_q8(const GemvJob& job, const bf16* xb, 
   const uint8_t* next = row + ahead + 8 <= job.n ? w + ahead * k : w;
   const BlockScales& s = *job.scales;
   for (int64_t i = 0; i < job.m;) {
-    const bf16* x = xb + i * k_padded;
+    const bf16* xi = x + i * x_stride;
     float* y = job.y + i * job.n + row;
-    if (rows == 8 && i + 2 <= job.m) {
-      tile_q8<4, 2>(x, k_padded, w, next, k, s, row, table, y, job.n);
-      tile_q8<4, 2>(x, k_padded, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, job.n);
+    const int64_t left = job.m - i;
+    if (rows == 8 && left >= 4) {
+      tile_q8<4, 4>(xi, x_stride, w, next, k, s, row, table, y, job.n);
+      tile_q8<4, 4>(xi, x_stride, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, job.n);
+      i += 4;
+    } else if (rows == 8 && left == 3) {
+      tile_q8<4, 3>(xi, x_stride, w, next, k, s, row, table, y, job.n);
+      tile_q8<4, 3>(xi, x_stride, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, job.n);
+      i += 3;
+    } else if (rows == 8 && left == 2) {
+      tile_q8<4, 2>(xi, x_stride, w, next, k, s, row, table, y, job.n);
+      tile_q8<4, 2>(xi, x_stride, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, job.n);
       i += 2;
     } else if (rows == 8) {
-      tile_q8<8, 1>(x, k_padded, w, next, k, s, row, table, y, job.n);
+      tile_q8<8, 1>(xi, x_stride, w, next, k, s, row, table, y, job.n);
       i += 1;
     } else {
       for (int64_t r = 0; r < rows; ++r) {
-        tile_q8<1, 1>(x, k_padded, w + r * k, w + r * k, k, s, row + r, table, y + r, job.n);
+        tile_q8<1, 1>(xi, x_stride, w + r * k, w + r * k, k, s, row + r, table, y + r, job.n);
       }
       i += 1;
     }
@@ -171,8 +213,12 @@ const DecodeTable& decode_table(WeightType type) {
 void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                   int64_t last) {
   const ByteDecodeTable& table = byte_decode_table(job.type);
+  thread_local std::vector<bf16> interleaved;
+  const int64_t x_stride = 64 * chunks_per_row(*job.scales, job.k);
+  bf16* x = take(interleaved, job.m * x_stride);
+  interleave_x(xb, job.m, k_padded, *job.scales, job.k, x_stride, x);
   for (int64_t row = first; row < last; row += 8) {
-    row_block_q8(job, xb, k_padded, row, std::min<int64_t>(8, last - row), table);
+    row_block_q8(job, x, x_stride, row, std::min<int64_t>(8, last - row), table);
   }
 }
 

@@ -24,9 +24,12 @@ namespace {
 // 53-54 ms with the cut-over at 16, 53-55 at 32 and 59 at 8 (bench/RESULTS.md). At m = 32
 // oneDNN is ~10 % faster on V3's 2048 x 7168, so 16 it is.
 constexpr int64_t kMaxGemvRows = 16;
-// The same for a bf16 weight that has no packed copy (--weight-packing off): oneDNN on the
-// row-major layout is ~15-20 % slower at m = 32 than on its packed copy (ops_microbench
-// BM_MatmulPrefill<BF16, false>), the GEMV about as fast as packed oneDNN (BM_CutOver, m = 32).
+// The same for a weight that has no packed copy: a bf16 one under --weight-packing off, where
+// oneDNN on the row-major layout is ~15-20 % slower at m = 32 than on its packed copy
+// (ops_microbench BM_MatmulPrefill<BF16, false>) and the GEMV about as fast as packed oneDNN
+// (BM_CutOver, m = 32); and FP8/INT8 ones, whose GEMM dequantizes every panel per call: at
+// m = 32 the GEMV took 0.55-0.95x its time (BM_CutOver<FP8>: 2048 x 7168 3.7 vs 6.6 ms, the
+// bench model's expert and dense shapes 0.3-1.7 ms vs 0.2-1.8).
 constexpr int64_t kMaxGemvRowsUnpacked = 32;
 
 // Whether x is used as bf16 with this weight (BF16, or FP8/INT8 with bf16 activations).
@@ -43,8 +46,9 @@ bool use_gemv(const MatmulJob& job) {
   const bool supported = w.type() == WeightType::F32 || w.type() == WeightType::BF16
                              ? cpu_has_avx512() || cpu_has_avx2()
                              : rounds_x(w) && cpu_has_avx512_vbmi_bf16();
-  const int64_t max_rows =
-      w.type() == WeightType::BF16 && !w.packed ? kMaxGemvRowsUnpacked : kMaxGemvRows;
+  const int64_t max_rows = (w.type() == WeightType::BF16 && !w.packed) || w.quantized()
+                               ? kMaxGemvRowsUnpacked
+                               : kMaxGemvRows;
   return supported && w.cols() > 0 && (job.m <= max_rows || deterministic_kernels());
 }
 

@@ -150,7 +150,8 @@ void BM_MatmulDecode(benchmark::State& state) {
 }
 
 // The GEMV/oneDNN cut-over: the same DRAM-resident weights through the hand-written GEMV and
-// through oneDNN on packed weights, for growing m. Args: N, K, m.
+// through oneDNN on packed weights (FP8: on panels dequantized per call), for growing m. Args:
+// N, K, m.
 template <WeightType kType, bool kOneDnn>
 void BM_CutOver(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
@@ -171,10 +172,12 @@ void BM_CutOver(benchmark::State& state) {
     const Weight& w = weights[next];
     if (kOneDnn) {
       dnnl_matmul(x.data(), m, w, y.data());
-    } else if (kType == WeightType::F32) {
-      gemv_f32(x.data(), m, w.f32(), n, k, y.data());
     } else {
-      gemv_bf16(x.data(), m, w.b16(), n, k, y.data());
+      const void* data = kType == WeightType::F32    ? static_cast<const void*>(w.f32())
+                         : kType == WeightType::BF16 ? static_cast<const void*>(w.b16())
+                                                     : static_cast<const void*>(w.codes());
+      const GemvJob job{x.data(), m, data, kType, n, k, y.data(), &w.scales()};
+      gemv_batch({&job, 1});
     }
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % weights.size();
@@ -260,11 +263,14 @@ BENCHMARK(BM_CutOver<WeightType::BF16, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, true>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::FP8, false>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::FP8, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16, false>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16, true, true>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::F32>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefillWidened<WeightType::BF16>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefillWidened<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
 
