@@ -7,7 +7,10 @@ tokens/s, the accept length (tokens per verify step, from meta_info.spec_verify_
 speed against no speculation. Rounds alternate the settings so that a noisy machine hits all
 of them alike.
 
-usage: bench/speculative_ab.py MLASERVE MODEL_DIR [ROUNDS] [NEW_TOKENS] [EXTRA_FLAGS]
+usage: bench/speculative_ab.py MLASERVE MODEL_DIR [ROUNDS] [NEW_TOKENS] [EXTRA_FLAGS] [SAMPLING]
+
+SAMPLING: a JSON object of more sampling parameters for every request, e.g.
+'{"frequency_penalty": 0.4, "presence_penalty": 0.2, "repetition_penalty": 1.2}'.
 """
 import json
 import subprocess
@@ -26,9 +29,9 @@ def start(binary, model, flags):
     raise RuntimeError("server did not start: " + " ".join(cmd))
 
 
-def generate(port, ids, new_tokens):
-    body = json.dumps({"input_ids": ids, "sampling_params": {
-        "temperature": 0, "max_new_tokens": new_tokens, "ignore_eos": True}}).encode()
+def generate(port, ids, new_tokens, sampling):
+    params = {"temperature": 0, "max_new_tokens": new_tokens, "ignore_eos": True, **sampling}
+    body = json.dumps({"input_ids": ids, "sampling_params": params}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/generate", body,
                                  {"Content-Type": "application/json"})
     return json.loads(urllib.request.urlopen(req).read())
@@ -39,6 +42,7 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     new_tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 128
     extra = sys.argv[5].split() if len(sys.argv) > 5 else []
+    sampling = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
     try:  # a trained MTP layer's reference prompts, else fixed pseudo-random ones
         prompts = [c["ids"] for c in json.load(open(f"{model}/reference.json"))["mtp"]["cases"]]
     except FileNotFoundError:
@@ -50,11 +54,11 @@ def main():
         for i, flags in enumerate(settings):
             proc, port = start(binary, model, extra + flags)
             try:
-                generate(port, prompts[0], 8)  # warm-up
+                generate(port, prompts[0], 8, sampling)  # warm-up
                 tokens = verify = 0
                 began = time.perf_counter()
                 for ids in prompts:
-                    meta = generate(port, ids, new_tokens)["meta_info"]
+                    meta = generate(port, ids, new_tokens, sampling)["meta_info"]
                     tokens += meta["completion_tokens"]
                     verify += meta["spec_verify_ct"]
                 seconds = time.perf_counter() - began

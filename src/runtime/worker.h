@@ -61,6 +61,8 @@ class Worker {
   };
   Speculation accept_drafts(const PlannedSequence& s, const float* rows);
   std::vector<float> run_mtp(const StepPlan& plan, std::vector<Speculation>& spec);
+  int32_t draft_token(const PlannedSequence& s, const float* row,
+                      const std::vector<int32_t>& earlier_drafts);
   SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
   void add_logprobs(const PlannedSequence& s, const float* row, int32_t token,
                     SequenceResult& r) const;
@@ -75,6 +77,10 @@ class Worker {
   std::vector<sampling::Candidate> candidates_;   // accept_drafts' scratch
   std::unordered_map<uint64_t, sampling::Sampler>
       samplers_;  // group leaders: one per sampled request
+  // Speculating requests with penalties, on every rank of their group: the counts of the
+  // tokens generated so far, which each rank updates alike from its own verification.
+  std::unordered_map<uint64_t, sampling::TokenCounts> spec_counts_;
+  std::vector<float> penalised_row_;  // accept_drafts' scratch
 };
 
 }  // namespace mlaserve::runtime

@@ -11,13 +11,12 @@ namespace mlaserve::sched {
 
 namespace {
 
-// Speculation keeps the output distribution for choices without token-count state (penalties
-// change the logits per generated token, which a verify step of several tokens does not
-// follow). A grammar's mask would have to be known at every draft position before the drafts
-// exist, so constrained requests don't speculate either. Logprobs come from the verify step's
-// row of each token, as they would from its decode step.
+// A grammar's mask would have to be known at every draft position before the drafts exist, so
+// constrained requests don't speculate. Penalties do: every rank of the group keeps the token
+// counts a verify step's rows need (Worker::accept_drafts). Logprobs come from the verify
+// step's row of each token, as they would from its decode step.
 bool speculates(const GenerationRequest& r) {
-  return !r.sampling.has_penalties() && !r.constraint;
+  return !r.constraint;
 }
 
 // Prompt tokens a step may always run per DP group, whatever the step-time target says, so
