@@ -137,8 +137,9 @@ TEST(BrownTinyPerplexity, ValidationMeanNllWithDpLinearAndExpertParallelMoe) {
 }
 
 // Quantized at load (the model is stored in bf16/f32): FP8 128x128 blocks or per-row int8, on
-// the default bf16 fast path. The validation mean NLL stays within 1 % of the float64
-// reference's, and at least 28 of each prompt's 32 reference greedy tokens are reproduced.
+// the default bf16 fast path, lm_head as well with --quantize-lm-head. The validation mean NLL
+// stays within 1 % of the float64 reference's, and at least 28 of each prompt's 32 reference greedy
+// tokens are reproduced.
 class BrownTinyQuantized : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BrownTinyQuantized, NllWithinOnePercentAndGreedyTokensMostlyEqual) {
@@ -185,7 +186,9 @@ TEST_P(BrownTinyQuantized, NllWithinOnePercentAndGreedyTokensMostlyEqual) {
       GetParam().c_str(), r.mean_nll, want, 100.0 * (r.mean_nll / want - 1.0), fewest_equal);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, BrownTinyQuantized, ::testing::Values("fp8", "int8"));
+INSTANTIATE_TEST_SUITE_P(Formats, BrownTinyQuantized,
+                         ::testing::Values("fp8", "int8", "fp8 --quantize-lm-head",
+                                           "int8 --quantize-lm-head"));
 
 // A text file scores exactly as its ids from `mlaserve tokenize` (no special tokens), including a
 // last window shorter than the others.

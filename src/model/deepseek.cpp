@@ -45,17 +45,18 @@ const char* flop_kind_name(FlopKind kind) {
 
 std::string DeepseekModel::weight_format_description() const {
   const char* dtype = kernels::weight_type_name(format_.dtype);
+  // A dense checkpoint's embedding is quantized too; an FP8 checkpoint's stays as stored.
+  const bool dense = !cfg_.fp8_block_quantized;
+  const std::string quantized = fmt::format("{}linear layers{}", dense ? "embedding, " : "",
+                                            format_.quantize_lm_head ? " and lm_head" : "");
+  const std::string in_dtype = fmt::format("{} activations{}{}", dtype, dense ? "" : ", embedding",
+                                           format_.quantize_lm_head ? "" : ", lm_head");
   switch (format_.quantization) {
     case Quantization::Fp8:
-      return fmt::format(
-          "fp8_e4m3 linear layers (128x128 block scales); {} activations, "
-          "embedding and lm_head; float32 router",
-          dtype);
+      return fmt::format("fp8_e4m3 {} (128x128 block scales); {}; float32 router", quantized,
+                         in_dtype);
     case Quantization::Int8:
-      return fmt::format(
-          "int8 linear layers (per-row scales); {} activations, embedding and "
-          "lm_head; float32 router",
-          dtype);
+      return fmt::format("int8 {} (per-row scales); {}; float32 router", quantized, in_dtype);
     case Quantization::Auto:
     case Quantization::None:
       break;

@@ -31,7 +31,7 @@ std::string lm_head_name(const ModelConfig& c) {
 // This rank's block of t as a new weight.
 Weight load_owned(const WeightLoader& loader, const RankLayout& layout, const SplitTensor& t) {
   const Block b = owned_block(layout, t);
-  Weight w = loader.new_weight(t.name, b.rows, b.cols, quantizable(t.kind));
+  Weight w = loader.new_weight(t.name, b.rows, b.cols, t.kind);
   copy_owned(loader, layout, t, w, 0);
   return w;
 }
@@ -44,7 +44,7 @@ MlpWeights load_mlp(const WeightLoader& loader, const RankLayout& layout, const 
   const SplitTensor up{prefix + "up_proj.weight", gate_up, inter, hidden};
   const int64_t local_inter = owned_block(layout, gate).rows;
   MlpWeights m;
-  m.gate_up = loader.new_weight(gate.name, 2 * local_inter, hidden, true);
+  m.gate_up = loader.new_weight(gate.name, 2 * local_inter, hidden, gate_up);
   copy_owned(loader, layout, gate, m.gate_up, 0);
   copy_owned(loader, layout, up, m.gate_up, local_inter);
   m.down = load_owned(loader, layout, {prefix + "down_proj.weight", down, hidden, inter});
@@ -89,8 +89,8 @@ LayerWeights load_layer(const WeightLoader& loader, const ModelConfig& c, const 
   L.mlp_norm = loader.vector(p + "post_attention_layernorm.weight", H);
 
   AttentionWeights& a = L.attn;
-  a.qkv_a =
-      loader.new_weight(attn + "kv_a_proj_with_mqa.weight", c.q_lora_rank + kv_a_rows, H, true);
+  a.qkv_a = loader.new_weight(attn + "kv_a_proj_with_mqa.weight", c.q_lora_rank + kv_a_rows, H,
+                              WeightKind::QkvA);
   if (c.q_lora_rank > 0) {
     copy_owned(loader, lay, {attn + "q_a_proj.weight", WeightKind::QkvA, c.q_lora_rank, H}, a.qkv_a,
                0);
@@ -181,7 +181,7 @@ MtpWeights load_mtp(const Checkpoint& ckpt, const WeightLoader& loader, const Mo
 
 void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
   const Checkpoint ckpt = Checkpoint::open(dir);
-  const WeightLoader loader(ckpt, format_.dtype, format_.quantization, cfg_.fp8_block_quantized);
+  const WeightLoader loader(ckpt, format_, cfg_.fp8_block_quantized);
   const ModelConfig& c = cfg_;
   const RankLayout& lay = layout_;
   const int64_t H = c.hidden_size, V = c.vocab_size;

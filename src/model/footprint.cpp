@@ -54,8 +54,7 @@ class Walker {
     for (const SplitTensor& t : parts) blocks.push_back(owned_block(layout_, t));
     const SplitTensor& first = parts.front();
     const bool fp8_stored = cfg_.fp8_block_quantized && stored_fp8_(first.name);
-    const WeightType type = held_type(format_.dtype, format_.quantization, quantizable(first.kind),
-                                      cfg_.fp8_block_quantized, fp8_stored);
+    const WeightType type = held_type(format_, first.kind, cfg_.fp8_block_quantized, fp8_stored);
     const int64_t bytes = held_bytes(type, blocks);
     if (packs && kernels::packs(type)) packed_ += bytes;
     return bytes;

@@ -39,11 +39,11 @@ std::vector<RankLayout> ranks_of(const LayoutCase& c) {
 // columns, ...), which on these tiny shards (16 columns of an expert at tp 2) adds up to a third,
 // on real shapes under 1 %. The loose bound still catches copies left uncounted or counted twice;
 // shapes of no power of two (check_resident false) pad by up to half.
-const std::vector<WeightFormat> kEveryFormat = {{WeightType::F32, Quantization::None},
-                                                {WeightType::BF16, Quantization::None},
-                                                {WeightType::BF16, Quantization::Fp8},
-                                                {WeightType::F32, Quantization::Int8},
-                                                {WeightType::BF16, Quantization::Auto}};
+const std::vector<WeightFormat> kEveryFormat = {
+    {WeightType::F32, Quantization::None},       {WeightType::BF16, Quantization::None},
+    {WeightType::BF16, Quantization::Fp8},       {WeightType::F32, Quantization::Int8},
+    {WeightType::BF16, Quantization::Auto},      {WeightType::BF16, Quantization::Fp8, true},
+    {WeightType::BF16, Quantization::Int8, true}};
 
 void expect_footprint_matches_loader(const std::filesystem::path& dir, bool check_resident,
                                      bool with_mtp = false,
@@ -56,10 +56,10 @@ void expect_footprint_matches_loader(const std::filesystem::path& dir, bool chec
     for (const WeightFormat& requested : formats) {
       const WeightFormat format = resolve_weight_format(requested, cfg.fp8_block_quantized);
       for (const RankLayout& rank : ranks_of(layout)) {
-        SCOPED_TRACE(fmt::format("{} tp {} dp {} ep {} rank {} dtype {} quantization {}",
-                                 dir.string(), layout.tp, layout.dp, layout.ep, rank.tp_rank,
-                                 kernels::weight_type_name(format.dtype),
-                                 quantization_name(format.quantization)));
+        SCOPED_TRACE(fmt::format(
+            "{} tp {} dp {} ep {} rank {} dtype {} quantization {}{}", dir.string(), layout.tp,
+            layout.dp, layout.ep, rank.tp_rank, kernels::weight_type_name(format.dtype),
+            quantization_name(format.quantization), format.quantize_lm_head ? " lm_head too" : ""));
         const DeepseekModel model(dir, requested, rank, with_mtp);
         const RankWeights w = rank_weights(cfg, rank, format, stored, with_mtp);
         EXPECT_EQ(static_cast<int64_t>(model.weight_value_bytes()), w.values());

@@ -291,5 +291,24 @@ TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
                "'num_experts_per_tok' 4294967296 is out of range");
 }
 
+// --quantize-lm-head needs a quantization to apply: refused on a dense checkpoint without
+// --quantization (its auto is none), taken on an FP8 one (its auto is fp8).
+TEST(WeightFormat, QuantizedLmHeadNeedsAQuantization) {
+  const WeightFormat lm_head{kernels::WeightType::BF16, Quantization::Auto, true};
+  try {
+    resolve_weight_format(lm_head, false);
+    ADD_FAILURE() << "a dense checkpoint without --quantization took --quantize-lm-head";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--quantization fp8 or int8"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(resolve_weight_format(lm_head, true).quantization, Quantization::Fp8);
+  EXPECT_EQ(held_type(resolve_weight_format(lm_head, true), WeightKind::LmHead, true, false),
+            kernels::WeightType::FP8);
+  EXPECT_EQ(held_type(resolve_weight_format({kernels::WeightType::BF16}, true), WeightKind::LmHead,
+                      true, false),
+            kernels::WeightType::BF16);
+}
+
 }  // namespace
 }  // namespace mlaserve::model

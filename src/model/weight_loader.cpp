@@ -101,13 +101,21 @@ void WeightLoader::read_row(const TensorInfo& t, int64_t row, int64_t col_begin,
 WeightFormat resolve_weight_format(WeightFormat format, bool fp8_checkpoint) {
   if (format.quantization == Quantization::Auto)
     format.quantization = fp8_checkpoint ? Quantization::Fp8 : Quantization::None;
+  if (format.quantize_lm_head && format.quantization == Quantization::None) {
+    fail(
+        "--quantize-lm-head quantizes lm_head like the model's layers, but they are not "
+        "quantized: add --quantization fp8 or int8 (an FP8 checkpoint is fp8 by default)");
+  }
   return format;
 }
 
-kernels::WeightType held_type(kernels::WeightType dtype, Quantization quantization,
-                              bool quantizable, bool fp8_checkpoint, bool stored_fp8) {
-  if (!quantizable || (fp8_checkpoint && !stored_fp8)) return dtype;
-  switch (quantization) {
+kernels::WeightType held_type(const WeightFormat& format, WeightKind kind, bool fp8_checkpoint,
+                              bool stored_fp8) {
+  const bool quantized = kind == WeightKind::LmHead
+                             ? format.quantize_lm_head
+                             : quantizable(kind) && (!fp8_checkpoint || stored_fp8);
+  if (!quantized) return format.dtype;
+  switch (format.quantization) {
     case Quantization::Fp8:
       return kernels::WeightType::FP8;
     case Quantization::Int8:
@@ -116,7 +124,7 @@ kernels::WeightType held_type(kernels::WeightType dtype, Quantization quantizati
     case Quantization::None:
       break;
   }
-  return dtype;
+  return format.dtype;
 }
 
 bool quantizable(WeightKind kind) {
@@ -124,11 +132,10 @@ bool quantizable(WeightKind kind) {
 }
 
 kernels::Weight WeightLoader::new_weight(const std::string& name, int64_t rows, int64_t cols,
-                                         bool quantizable) const {
+                                         WeightKind kind) const {
   const bool stored_fp8 = checkpoint_.get(name).type == StorageType::F8_E4M3;
-  const kernels::WeightType type =
-      held_type(dtype_, quantization_, quantizable, fp8_checkpoint_, stored_fp8);
-  return kernels::Weight(type, rows, cols, dtype_);
+  const kernels::WeightType type = held_type(format_, kind, fp8_checkpoint_, stored_fp8);
+  return kernels::Weight(type, rows, cols, format_.dtype);
 }
 
 void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t cols, const Block& b,

@@ -19,49 +19,50 @@ enum class Quantization { Auto, None, Fp8, Int8 };
 const char* quantization_name(Quantization q);
 
 // The formats a model is loaded in: dtype for activations and for every weight that is not
-// quantized (lm_head, the per-head absorption matrices; the router is float32), quantization
-// for the rest.
+// quantized (lm_head unless quantize_lm_head, the per-head absorption matrices; the router is
+// float32), quantization for the rest.
 struct WeightFormat {
   kernels::WeightType dtype = kernels::WeightType::BF16;
   Quantization quantization = Quantization::Auto;
-  WeightFormat(kernels::WeightType type, Quantization q = Quantization::Auto)  // NOLINT: implicit
-      : dtype(type), quantization(q) {}
+  bool quantize_lm_head = false;  // --quantize-lm-head: lm_head quantized like the layers
+  WeightFormat(kernels::WeightType type, Quantization q = Quantization::Auto,  // NOLINT: implicit
+               bool lm_head = false)
+      : dtype(type), quantization(q), quantize_lm_head(lm_head) {}
 };
 
 // format with quantization Auto made the checkpoint's: fp8 for an FP8 checkpoint, else none.
+// Throws when quantize_lm_head comes without a quantization to apply.
 WeightFormat resolve_weight_format(WeightFormat format, bool fp8_checkpoint);
 
-// The type a weight is held in. Quantized when --quantization asks and the tensor may be
-// (quantizable() of its kind); in an FP8 checkpoint only
-// the tensors stored as FP8 are: the others were left in BF16 on purpose, and serving the
-// checkpoint's exact values is the point of fp8. dtype otherwise.
-kernels::WeightType held_type(kernels::WeightType dtype, Quantization quantization,
-                              bool quantizable, bool fp8_checkpoint, bool stored_fp8);
+// The type a weight of `kind` is held in under a resolved format. Quantized when --quantization
+// asks and the kind may be (quantizable()); in an FP8 checkpoint only the tensors stored as FP8
+// are: the others were left in BF16 on purpose, and serving the checkpoint's exact values is the
+// point of fp8. lm_head (stored in BF16 in an FP8 checkpoint) only with quantize_lm_head, then
+// quantized at load whatever its storage. dtype otherwise.
+kernels::WeightType held_type(const WeightFormat& format, WeightKind kind, bool fp8_checkpoint,
+                              bool stored_fp8);
 
 // Whether --quantization may quantize a weight of this kind. Every linear layer inside the
 // layers may be, and the embedding table (a token's row is dequantized once per step: no compute
 // cost, and on the bench model it is 14 % of the bf16 bytes; brown-tiny's validation NLL moved by
 // under 0.01 % with it). lm_head stays in the compute dtype, as in DeepSeek-V3's FP8 release: its
 // error would reach every logit directly. (An FP8 checkpoint's own BF16 tensors, its embedding
-// among them, stay as stored: held_type.)
+// among them, stay as stored: held_type.) --quantize-lm-head overrides this for lm_head.
 bool quantizable(WeightKind kind);
 
 class WeightLoader {
  public:
-  // quantization must be resolved (not Auto); fp8_checkpoint: the config declares FP8 blocks.
-  WeightLoader(const Checkpoint& checkpoint, kernels::WeightType dtype, Quantization quantization,
-               bool fp8_checkpoint)
-      : checkpoint_(checkpoint),
-        dtype_(dtype),
-        quantization_(quantization),
-        fp8_checkpoint_(fp8_checkpoint) {}
+  // format must be resolved (resolve_weight_format); fp8_checkpoint: the config declares FP8
+  // blocks.
+  WeightLoader(const Checkpoint& checkpoint, const WeightFormat& format, bool fp8_checkpoint)
+      : checkpoint_(checkpoint), format_(format), fp8_checkpoint_(fp8_checkpoint) {}
 
-  kernels::WeightType dtype() const { return dtype_; }
+  kernels::WeightType dtype() const { return format_.dtype; }
 
-  // An empty [rows, cols] weight for tensor `name` (any one of those stacked into it) in its
-  // held_type().
+  // An empty [rows, cols] weight for tensor `name` of `kind` (any one of those stacked into it)
+  // in its held_type().
   kernels::Weight new_weight(const std::string& name, int64_t rows, int64_t cols,
-                             bool quantizable) const;
+                             WeightKind kind) const;
 
   // Checks that tensor `name` is [rows, cols], then copies `block` of it into dst starting at
   // row dst_row (dst has block.cols columns). Into an FP8/INT8 weight, also the scales of the
@@ -88,8 +89,7 @@ class WeightLoader {
   float block_max(const TensorInfo& t, int64_t block_row, int64_t block_col) const;
 
   const Checkpoint& checkpoint_;
-  kernels::WeightType dtype_;
-  Quantization quantization_;
+  WeightFormat format_;
   bool fp8_checkpoint_;
 };
 

@@ -18,11 +18,12 @@ struct ModelOptions {
   std::string quantization = "auto";
   std::string kv_cache_dtype = "auto";
   std::string weight_packing = "auto";
+  bool quantize_lm_head = false;
 
   // runs_model false: a command that only reads the config (plan) has no --kernels.
   void add_to(CLI::App& cmd, bool model_required = true, bool runs_model = true);
-  // The formats for --dtype and --quantization. (--kernels takes effect while the flags are
-  // parsed.)
+  // The formats for --dtype, --quantization and --quantize-lm-head. (--kernels takes effect
+  // while the flags are parsed.)
   model::WeightFormat weight_format() const;
   // How the latent KV cache stores its rows: --kv-cache-dtype, where auto is bfloat16, or
   // float32 under --dtype float32 (the reference precision keeps an exact cache).
