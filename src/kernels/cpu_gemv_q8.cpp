@@ -27,9 +27,9 @@ int64_t chunks_per_row(const BlockScales& s, int64_t k) {
   return chunks;
 }
 
-// x rows (bf16, k_padded apart) rearranged for the tiles: row i's chunk q (the q-th of
-// for_each_chunk) at out + i * stride + 64 q, in decode_codes64's order and zero past the
-// chunk's columns, so that a tile reads each x vector straight from L1 as it multiplies.
+// x rows (bf16, k_padded apart) rearranged for the tiles: row i's chunk q (in the order
+// chunks_per_row counts them) at out + i * stride + 64 q, in decode_codes64's order and zero past
+// the chunk's columns, so that a tile reads each x vector straight from L1 as it multiplies.
 MLASERVE_AVX512_VBMI_BF16 void interleave_x(const bf16* xb, int64_t m, int64_t k_padded,
                                             const BlockScales& s, int64_t k, int64_t stride,
                                             bf16* out) {
@@ -114,6 +114,16 @@ MLASERVE_AVX512_VBMI_BF16 void tile_q8(const bf16* x, int64_t x_stride, const ui
   store_tile_sums<kRows, kM>(total, y, y_stride);
 }
 
+// Weight rows [row, row + 8) against kM x rows, as two tiles of 4 weight rows.
+template <int kM>
+MLASERVE_AVX512_VBMI_BF16 void tile_pair(const bf16* x, int64_t x_stride, const uint8_t* w,
+                                         const uint8_t* next, int64_t k, const BlockScales& s,
+                                         int64_t row, const ByteDecodeTable& table, float* y,
+                                         int64_t y_stride) {
+  tile_q8<4, kM>(x, x_stride, w, next, k, s, row, table, y, y_stride);
+  tile_q8<4, kM>(x, x_stride, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, y_stride);
+}
+
 // Weight rows [row, row + rows) against every x row (x in interleave_x()'s form). Groups of up
 // to four x rows go 4 weight rows at a time (the 8 rows of a thread's block are then read once
 // per group, from L1/L2); a lone x row 8 weight rows at a time.
@@ -132,16 +142,13 @@ MLASERVE_AVX512_VBMI_BF16 void row_block_q8(const GemvJob& job, const bf16* x, i
     float* y = job.y + i * job.n + row;
     const int64_t left = job.m - i;
     if (rows == 8 && left >= 4) {
-      tile_q8<4, 4>(xi, x_stride, w, next, k, s, row, table, y, job.n);
-      tile_q8<4, 4>(xi, x_stride, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, job.n);
+      tile_pair<4>(xi, x_stride, w, next, k, s, row, table, y, job.n);
       i += 4;
     } else if (rows == 8 && left == 3) {
-      tile_q8<4, 3>(xi, x_stride, w, next, k, s, row, table, y, job.n);
-      tile_q8<4, 3>(xi, x_stride, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, job.n);
+      tile_pair<3>(xi, x_stride, w, next, k, s, row, table, y, job.n);
       i += 3;
     } else if (rows == 8 && left == 2) {
-      tile_q8<4, 2>(xi, x_stride, w, next, k, s, row, table, y, job.n);
-      tile_q8<4, 2>(xi, x_stride, w + 4 * k, next + 4 * k, k, s, row + 4, table, y + 4, job.n);
+      tile_pair<2>(xi, x_stride, w, next, k, s, row, table, y, job.n);
       i += 2;
     } else if (rows == 8) {
       tile_q8<8, 1>(xi, x_stride, w, next, k, s, row, table, y, job.n);
