@@ -149,6 +149,29 @@ void BM_MatmulDecode(benchmark::State& state) {
   rates.rate("FLOP/s", 2.0 * static_cast<double>(m * n * k));
 }
 
+// One decode step's experts: `jobs` weights of N x K (distinct, from DRAM) against one x row
+// each, through one matmul_batch, as the MoE runs a token's routed and shared experts. Args: N,
+// K, jobs.
+template <WeightType kType>
+void BM_ExpertBatch(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), jobs = state.range(2);
+  const std::vector<Weight>& weights = dram_weights(kType, n, k);
+  const std::vector<float> x = values(static_cast<size_t>(k), 7);
+  std::vector<float> y(static_cast<size_t>(jobs * n));
+  std::vector<MatmulJob> batch(static_cast<size_t>(jobs));
+  size_t next = 0;
+  Rates rates(state);
+  for (auto _ : state) {
+    for (int64_t j = 0; j < jobs; ++j) {
+      batch[static_cast<size_t>(j)] = {x.data(), 1, &weights[next], y.data() + j * n};
+      next = (next + 1) % weights.size();
+    }
+    matmul_batch(batch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  rates.rate("W_B/s", static_cast<double>(jobs) * static_cast<double>(weights[0].bytes()));
+}
+
 // The GEMV/oneDNN cut-over: the same DRAM-resident weights through the hand-written GEMV and
 // through oneDNN on packed weights (FP8: on panels dequantized per call), for growing m. Args:
 // N, K, m.
@@ -259,6 +282,15 @@ BENCHMARK(BM_MatmulDecode<WeightType::FP8>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::INT8>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutBf16<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::BF16>)->Apply(decode_shapes);
+// The bench model's expert gate_up (2·512 × 1024) and down (1024 × 512), 8 per token (6
+// routed + 2 shared), and DeepSeek-V3's (2·2048 × 7168, 7168 × 2048), 9 per token.
+BENCHMARK(BM_ExpertBatch<WeightType::BF16>)
+    ->ArgNames({"N", "K", "jobs"})
+    ->Args({1024, 1024, 8})
+    ->Args({1024, 512, 8})
+    ->Args({4096, 7168, 9})
+    ->Args({7168, 2048, 9})
+    ->UseRealTime();
 BENCHMARK(BM_CutOver<WeightType::BF16, false>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
 BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
