@@ -20,7 +20,9 @@ tokenizer.json / tokenizer_config.json, and writes the tensors and metadata keys
   by default; ids missing from tokenizer.json become unused "[PAD<id>]" tokens.
 
 Matrices are written as BF16 (raw bits copied from BF16 safetensors; F32/F16 sources are
-rounded to BF16), 1-D tensors, norms and the router as F32. MTP (next-n) layers are skipped.
+rounded to BF16) or, with --outtype q8_0, as Q8_0 (gguf-py's quantizer, which matches
+llama-quantize's; token_embd and output included, as llama-quantize writes a Q8_0 model);
+1-D tensors, norms and the router as F32. MTP (next-n) layers are skipped.
 
 Needs only numpy and llama.cpp's gguf-py package (Debian: apt-get install python3-numpy
 python3-yaml; run with the system /usr/bin/python3 if another python lacks numpy):
@@ -28,7 +30,8 @@ python3-yaml; run with the system /usr/bin/python3 if another python lacks numpy
     PYTHONPATH=/tmp/llama.cpp/gguf-py /usr/bin/python3 bench/hf_to_gguf.py \\
         /tmp/bench-500m /tmp/bench-500m-bf16.gguf
 
-Options: --pre NAME sets tokenizer.ggml.pre (default deepseek-v3); --name sets general.name.
+Options: --pre NAME sets tokenizer.ggml.pre (default deepseek-v3); --name sets general.name;
+--outtype bf16|q8_0 (default bf16).
 """
 import argparse
 import json
@@ -134,23 +137,30 @@ def to_f32(dtype: str, arr: np.ndarray) -> np.ndarray:
 
 
 class Converter:
-    def __init__(self, model_dir: Path, out_path: Path, pre: str, name: str | None):
+    def __init__(self, model_dir: Path, out_path: Path, pre: str, name: str | None,
+                 outtype: str = "bf16"):
         self.dir = model_dir
+        self.outtype = outtype
         self.cfg = json.loads((model_dir / "config.json").read_text())
         self.st = SafetensorsDir(model_dir)
         self.writer = gguf.GGUFWriter(str(out_path), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.DEEPSEEK2])
         self.pre = pre
         self.name = name or model_dir.name
-        self.n_bf16 = 0
+        self.n_matrices = 0
         self.n_f32 = 0
 
     # -- tensors --------------------------------------------------------------------------
 
     def put_matrix(self, gguf_name: str, dtype: str, arr: np.ndarray) -> None:
-        bits = np.ascontiguousarray(to_bf16_bits(dtype, arr))
-        self.writer.add_tensor(gguf_name, bits, raw_shape=bits.shape,
-                               raw_dtype=gguf.GGMLQuantizationType.BF16)
-        self.n_bf16 += 1
+        if self.outtype == "q8_0":
+            q8 = gguf.GGMLQuantizationType.Q8_0
+            data = gguf.quants.quantize(np.ascontiguousarray(to_f32(dtype, arr)), q8)
+            self.writer.add_tensor(gguf_name, data, raw_shape=data.shape, raw_dtype=q8)
+        else:
+            bits = np.ascontiguousarray(to_bf16_bits(dtype, arr))
+            self.writer.add_tensor(gguf_name, bits, raw_shape=bits.shape,
+                                   raw_dtype=gguf.GGMLQuantizationType.BF16)
+        self.n_matrices += 1
 
     def put_f32(self, gguf_name: str, dtype: str, arr: np.ndarray) -> None:
         self.writer.add_tensor(gguf_name, np.ascontiguousarray(to_f32(dtype, arr)))
@@ -234,7 +244,8 @@ class Converter:
         c = self.cfg
         w = self.writer
         w.add_name(self.name)
-        w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if self.outtype == "q8_0"
+                        else gguf.LlamaFileType.MOSTLY_BF16)
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
         w.add_block_count(c["num_hidden_layers"])
@@ -383,7 +394,7 @@ class Converter:
         self.writer.write_kv_data_to_file()
         self.writer.write_tensors_to_file()
         self.writer.close()
-        print(f"wrote {out_path}: {self.n_bf16} BF16 + {self.n_f32} F32 tensors")
+        print(f"wrote {out_path}: {self.n_matrices} {self.outtype.upper()} + {self.n_f32} F32 tensors")
 
 
 def main() -> None:
@@ -392,8 +403,10 @@ def main() -> None:
     ap.add_argument("out", type=Path, help="output .gguf path")
     ap.add_argument("--pre", default="deepseek-v3", help="tokenizer.ggml.pre value (default deepseek-v3)")
     ap.add_argument("--name", default=None, help="general.name (default: the model dir's name)")
+    ap.add_argument("--outtype", choices=["bf16", "q8_0"], default="bf16",
+                    help="type of the weight matrices (default bf16)")
     args = ap.parse_args()
-    Converter(args.model_dir, args.out, args.pre, args.name).run(args.out)
+    Converter(args.model_dir, args.out, args.pre, args.name, args.outtype).run(args.out)
 
 
 if __name__ == "__main__":
