@@ -44,8 +44,15 @@ int64_t parts_per_token(int64_t n_q, int64_t shortest_range) {
   return std::clamp<int64_t>(std::min(wanted, shortest_range / kMinRowsPerPart), 1, wanted);
 }
 
-// Feeds kv rows [begin, end) to the state block by block. kv_row(j, tile_row) returns {k row,
-// v row} of kv row j; tile_row < 2 * kFlashBlock is the row's place among the two blocks in
+// One kv row for the flash block: k and v as floats, and k as bf16 for queries with q_b16.
+struct FlashKvRow {
+  const float* k;
+  const float* v;
+  const bf16* k_b16 = nullptr;
+};
+
+// Feeds kv rows [begin, end) to the state block by block. kv_row(j, tile_row) returns the
+// FlashKvRow of kv row j; tile_row < 2 * kFlashBlock is the row's place among the two blocks in
 // flight, for a kv_row that decodes into a scratch tile: a place is reused only after its block
 // was folded in.
 // k_t (may be null): the sequence's k rows transposed block by block from row 0, each block
@@ -60,13 +67,15 @@ void attend_range(const FlashQueries& queries, int64_t begin, int64_t end, KvRow
     block.count = std::min(kFlashBlock, end - start);
     if (k_t) block.k_t = k_t + start / kFlashBlock * flash_block_k_t_floats(queries.d_qk);
     for (int64_t j = 0; j < block.count; ++j) {
-      const auto [k, v] = kv_row(start + j, b * kFlashBlock + j);
-      block.k[j] = k;
-      block.v[j] = v;
+      const FlashKvRow row = kv_row(start + j, b * kFlashBlock + j);
+      block.k[j] = row.k;
+      block.v[j] = row.v;
+      block.k_b16[j] = row.k_b16;
     }
     for (int64_t j = block.count; j < round_up_to_tile(block.count); ++j) {  // padding
       block.k[j] = block.k[block.count - 1];
       block.v[j] = block.v[block.count - 1];
+      block.k_b16[j] = block.k_b16[block.count - 1];
     }
   };
   if (begin < end) fill(0, begin);
@@ -117,8 +126,19 @@ const float* kv_row_as_f32(const KvRows& kv, const int32_t* kv_slots, int64_t j,
 }
 
 // Per-thread arrays describing one query group.
+// out[0, n) = x rounded to bf16 (to nearest even).
+MLASERVE_AVX512_BF16 void round_to_bf16(const float* x, int64_t n, bf16* out) {
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 lanes = first_lanes16(n - c);
+    _mm256_mask_storeu_epi16(out + c, lanes,
+                             (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes, x + c)));
+  }
+}
+
 struct GroupScratch {
   std::vector<const float*> q;
+  std::vector<const bf16*> q_b16;
+  std::vector<bf16> q_rounded;
   std::vector<int64_t> row_end;
   std::vector<float> state;
 };
@@ -139,14 +159,25 @@ void absorbed_part(const AbsorbedAttention& s, const float* q, const KvRows& kv,
   for (int64_t h = 0; h < rows_padded; ++h) {
     group.q[static_cast<size_t>(h)] = q + (i * s.n_heads + std::min(h, s.n_heads - 1)) * d_qk;
   }
-  const FlashQueries queries{s.n_heads, group.q.data(), group.row_end.data(),
-                             d_qk,      s.d_latent,     s.scale};
+  FlashQueries queries{s.n_heads, group.q.data(), group.row_end.data(), d_qk, s.d_latent, s.scale};
+  const bool bf16_scores = absorbed_scores_in_bf16(s, kv);
+  if (bf16_scores) {  // the heads' q rows rounded once for all blocks
+    bf16* rounded = take(group.q_rounded, rows_padded * d_qk);
+    group.q_b16.resize(static_cast<size_t>(rows_padded));
+    for (int64_t h = 0; h < rows_padded; ++h) {
+      round_to_bf16(group.q[static_cast<size_t>(h)], d_qk, rounded + h * d_qk);
+      group.q_b16[static_cast<size_t>(h)] = rounded + h * d_qk;
+    }
+    queries.q_b16 = group.q_b16.data();
+  }
   flash_state_reset(state, rows_padded, s.d_latent);
   attend_range(
       queries, begin, end,
       [&](int64_t j, int64_t tile_row) {
         const float* row = kv_row_as_f32(kv, kv_slots, j, end, tile.data() + tile_row * d_qk);
-        return std::pair{row, row};  // c_kv, the first d_latent floats, is also the value
+        // c_kv, the first d_latent values, is also the value
+        return FlashKvRow{
+            row, row, bf16_scores ? reinterpret_cast<const bf16*>(kv.row(kv_slots[j])) : nullptr};
       },
       state);
 }
@@ -192,7 +223,7 @@ void prefill_run(const PrefillAttention& s, const float* q, const float* k, cons
   attend_range(
       queries, 0, first + rows,
       [&](int64_t j, int64_t) {
-        return std::pair{k + (j * s.n_heads + h) * s.d_qk, v + (j * s.n_heads + h) * s.d_v};
+        return FlashKvRow{k + (j * s.n_heads + h) * s.d_qk, v + (j * s.n_heads + h) * s.d_v};
       },
       state, k_t);
   for (int64_t r = 0; r < rows; ++r) {
@@ -201,6 +232,11 @@ void prefill_run(const PrefillAttention& s, const float* q, const float* k, cons
 }
 
 }  // namespace
+
+bool absorbed_scores_in_bf16(const AbsorbedAttention& s, const KvRows& kv) {
+  return s.bf16_activations && kv.dtype == KvDtype::BFloat16 && cpu_has_avx512_bf16() &&
+         gemm_path(1) == GemmPath::Bf16Dot;
+}
 
 void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out) {

@@ -26,14 +26,8 @@ MLASERVE_AVX512 inline void score_step(const float* const* q, const float* const
     for (int j = 0; j < 4; ++j) acc[4 * r + j] = _mm512_fmadd_ps(qv[r], kv[j], acc[4 * r + j]);
 }
 
-// s[r * kFlashBlock + c] = q[r] · k[c] over d floats, for r, c < 4.
-MLASERVE_AVX512 void score_tile(const float* const* q, const float* const* k, int64_t d, float* s) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  int64_t c = 0;
-  for (; c + 16 <= d; c += 16) score_step(q, k, c, 0xffff, acc);
-  if (c < d) score_step(q, k, c, first_lanes16(d - c), acc);
+// s[r * kFlashBlock + c] = Σ acc[4r + c] for r, c < 4.
+MLASERVE_AVX512 inline void store_scores(const __m512 (&acc)[16], float* s) {
   const __m512 sums =
       sum_lanes(sum_quads(sum_pairs(acc[0], acc[1]), sum_pairs(acc[2], acc[3])),
                 sum_quads(sum_pairs(acc[4], acc[5]), sum_pairs(acc[6], acc[7])),
@@ -43,6 +37,39 @@ MLASERVE_AVX512 void score_tile(const float* const* q, const float* const* k, in
   _mm_storeu_ps(s + kFlashBlock, _mm512_extractf32x4_ps(sums, 1));
   _mm_storeu_ps(s + 2 * kFlashBlock, _mm512_extractf32x4_ps(sums, 2));
   _mm_storeu_ps(s + 3 * kFlashBlock, _mm512_extractf32x4_ps(sums, 3));
+}
+
+// s[r * kFlashBlock + c] = q[r] · k[c] over d floats, for r, c < 4.
+MLASERVE_AVX512 void score_tile(const float* const* q, const float* const* k, int64_t d, float* s) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  int64_t c = 0;
+  for (; c + 16 <= d; c += 16) score_step(q, k, c, 0xffff, acc);
+  if (c < d) score_step(q, k, c, first_lanes16(d - c), acc);
+  store_scores(acc, s);
+}
+
+// As score_tile, on bf16 rows: 32 columns per vdpbf16ps (products exact, sums in float32).
+MLASERVE_AVX512_BF16 void score_tile_bf16(const bf16* const* q, const bf16* const* k, int64_t d,
+                                          float* s) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; c += 32) {
+    const __mmask32 valid = first_lanes32(d - c);
+    __m512bh qv[4], kv[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      qv[i] = (__m512bh)_mm512_maskz_loadu_epi16(valid, q[i] + c);
+      kv[i] = (__m512bh)_mm512_maskz_loadu_epi16(valid, k[i] + c);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[4 * r + j] = _mm512_dpbf16_ps(acc[4 * r + j], qv[r], kv[j]);
+  }
+  store_scores(acc, s);
 }
 
 // s[r * kFlashBlock + j] = q[r] · k[j] for r < kRows and every j of a block given transposed
@@ -99,12 +126,17 @@ void score_block(const FlashQueries& queries, const FlashKvBlock& block, const F
                                         p + r * kFlashBlock);
     return;
   }
+  const bool bf16_scores = queries.q_b16 != nullptr;
   for (int64_t c = 0; c < round_up_to_tile(block.count); c += kFlashTile) {
-    if (next && c < next->count) {
+    if (next && c < next->count && !bf16_scores) {  // bf16 rows: the caller prefetches them
       prefetch_rows(next->k + c, std::min(kFlashTile, next->count - c), queries.d_qk);
     }
     for (int64_t r = 0; r < rows_padded; r += kFlashTile) {
-      score_tile(queries.q + r, block.k + c, queries.d_qk, p + r * kFlashBlock + c);
+      if (bf16_scores) {
+        score_tile_bf16(queries.q_b16 + r, block.k_b16 + c, queries.d_qk, p + r * kFlashBlock + c);
+      } else {
+        score_tile(queries.q + r, block.k + c, queries.d_qk, p + r * kFlashBlock + c);
+      }
     }
   }
 }

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "core/numeric.h"
+
 namespace mlaserve::kernels {
 
 constexpr int64_t kFlashTile = 4;    // query rows and kv rows per register tile
@@ -16,12 +18,15 @@ inline int64_t round_up_to_tile(int64_t rows) {
 }
 
 // A group of query rows sharing one kv sequence. rows_padded = round_up_to_tile(n_rows).
+// q_b16, when set, holds the same rows rounded to bf16: the scores then come from them and the
+// blocks' k_b16 rows by vdpbf16ps (needs cpu_has_avx512_bf16()).
 struct FlashQueries {
   int64_t n_rows;
   const float* const* q;   // [rows_padded] q rows of d_qk floats; padding repeats a real row
   const int64_t* row_end;  // [n_rows] row r sees kv rows j < row_end[r] (causal limit)
   int64_t d_qk, d_v;
   float scale;
+  const bf16* const* q_b16 = nullptr;  // [rows_padded]
 };
 
 // Online-softmax state of a query group: running max and sum of exp per row, and the
@@ -47,6 +52,7 @@ struct FlashKvBlock {
   int64_t begin = 0, count = 0;
   const float* k[kFlashBlock] = {};
   const float* v[kFlashBlock] = {};
+  const bf16* k_b16[kFlashBlock] = {};  // the k rows as bf16, for queries with q_b16
   const float* k_t = nullptr;
 };
 

@@ -229,10 +229,16 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
 // small per-thread tile, never the whole cache); kv_slots[0, n_kv) are this sequence's rows in
 // order. Query i sits at position n_kv - n_q + i and sees kv tokens [0, n_kv - n_q + i] (causal).
 // out: [n_q, n_heads, d_latent] = softmax(q·kᵀ·scale)·c_kv.
+// bf16_activations: the model's activations are bf16. With a bf16 cache, where the bf16 dot
+// product is this CPU's GEMM path (gemm_path), q is then rounded to bf16 and the scores come
+// from vdpbf16ps against the stored rows, as every bf16 GEMM rounds its x (absorbed_scores_in_bf16;
+// the reference rounds alike). The values stay float32.
 struct AbsorbedAttention {
   int64_t n_q, n_heads, d_latent, d_rope, n_kv;
   float scale;
+  bool bf16_activations = false;
 };
+bool absorbed_scores_in_bf16(const AbsorbedAttention& shape, const KvRows& kv);
 void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out);
 

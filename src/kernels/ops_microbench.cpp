@@ -328,8 +328,9 @@ struct StoredPool {
 
 // One decode token against n_kv cached rows stored as kDtype. The pool holds enough sequences'
 // caches to exceed kDramWorkingSet and each iteration reads the next one, so kv rows come from
-// DRAM. Args: n_heads, d_latent, d_rope, n_kv.
-template <KvDtype kDtype>
+// DRAM. Args: n_heads, d_latent, d_rope, n_kv. kBf16Activations: a bf16 model's call (q
+// rounded, scores by vdpbf16ps over a bf16 cache where that is the GEMM path).
+template <KvDtype kDtype, bool kBf16Activations = false>
 void BM_AbsorbedDecode(benchmark::State& state) {
   const int64_t heads = state.range(0), d_latent = state.range(1), d_rope = state.range(2);
   const int64_t n_kv = state.range(3), d_qk = d_latent + d_rope;
@@ -341,8 +342,13 @@ void BM_AbsorbedDecode(benchmark::State& state) {
   std::iota(slots.begin(), slots.end(), 0);
   const AlignedFloats q = aligned_values(static_cast<size_t>(heads * d_qk), 2);
   std::vector<float> out(static_cast<size_t>(heads * d_latent));
-  const AbsorbedAttention shape{1,      heads, d_latent,
-                                d_rope, n_kv,  1.0f / std::sqrt(static_cast<float>(d_qk))};
+  const AbsorbedAttention shape{1,
+                                heads,
+                                d_latent,
+                                d_rope,
+                                n_kv,
+                                1.0f / std::sqrt(static_cast<float>(d_qk)),
+                                kBf16Activations};
   int64_t sequence = 0;
   Rates rates(state);
   for (auto _ : state) {
@@ -363,6 +369,7 @@ void absorbed_decode_shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_AbsorbedDecode<KvDtype::Float32>)->Apply(absorbed_decode_shapes);
 BENCHMARK(BM_AbsorbedDecode<KvDtype::BFloat16>)->Apply(absorbed_decode_shapes);
+BENCHMARK(BM_AbsorbedDecode<KvDtype::BFloat16, true>)->Apply(absorbed_decode_shapes);
 BENCHMARK(BM_AbsorbedDecode<KvDtype::Fp8E4m3>)->Apply(absorbed_decode_shapes);
 
 // Causal prefill over n_tokens new tokens. Args: n_tokens, n_heads, d_qk, d_v.

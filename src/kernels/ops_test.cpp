@@ -515,12 +515,16 @@ AbsorbedRun random_absorbed(const AbsorbedCase& c, int64_t pool_rows) {
 
 // The fast path against the reference on the same pool stored as dtype: both read the same
 // rounded values (the fast decode must give the reference's floats), so the float32 bound holds.
+// With bf16 activations over a bf16 pool both round q (absorbed_scores_in_bf16), the fast path
+// multiplying by vdpbf16ps: the products are the same exact ones.
 void check_absorbed(const AbsorbedCase& c, const std::vector<int32_t>& slots, int64_t pool_rows,
-                    KvDtype dtype = KvDtype::Float32) {
+                    KvDtype dtype = KvDtype::Float32, bool bf16_activations = false) {
   SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " n_heads=" << c.n_heads
                                   << " d_latent=" << c.d_latent << " d_rope=" << c.d_rope
-                                  << " n_kv=" << c.n_kv << " kv " << kv_dtype_name(dtype));
-  const AbsorbedRun run = random_absorbed(c, pool_rows);
+                                  << " n_kv=" << c.n_kv << " kv " << kv_dtype_name(dtype)
+                                  << (bf16_activations ? " bf16 activations" : ""));
+  AbsorbedRun run = random_absorbed(c, pool_rows);
+  run.shape.bf16_activations = bf16_activations;
   const StoredKv kv(run.pool, c.d_latent + c.d_rope, dtype);
   std::vector<float> expected(static_cast<size_t>(c.n_q * c.n_heads * c.d_latent));
   std::vector<float> actual(expected.size(), NAN);
@@ -545,6 +549,30 @@ TEST(AbsorbedAttention, MatchesReferenceWithShuffledSlots) {
       check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 17), pool_rows, dtype);
     }
   }
+  for (const AbsorbedCase& c : kAbsorbedCases) {
+    const int64_t pool_rows = 2 * c.n_kv + 5;
+    check_absorbed(c, shuffled_slots(c.n_kv, pool_rows, 18), pool_rows, KvDtype::BFloat16, true);
+  }
+}
+
+// bf16 activations over a bf16 pool take the bf16 scores where this CPU's GEMM path is the bf16
+// dot product: q's rounding is then there to see against float32 activations.
+TEST(AbsorbedAttention, Bf16ActivationsRoundQWhereTheBf16DotIsTheGemmPath) {
+  const AbsorbedCase c{2, 16, 256, 32, 300};
+  AbsorbedRun run = random_absorbed(c, c.n_kv);
+  const StoredKv kv(run.pool, c.d_latent + c.d_rope, KvDtype::BFloat16);
+  const std::vector<int32_t> slots = shuffled_slots(c.n_kv, c.n_kv, 19);
+  std::vector<float> plain(static_cast<size_t>(c.n_q * c.n_heads * c.d_latent)), rounded(plain);
+  mla_attention_absorbed(run.shape, run.q.data(), kv.rows(), slots.data(), plain.data());
+  run.shape.bf16_activations = true;
+  mla_attention_absorbed(run.shape, run.q.data(), kv.rows(), slots.data(), rounded.data());
+  if (absorbed_scores_in_bf16(run.shape, kv.rows())) {
+    EXPECT_GT(relative_error(rounded, plain, 1.0), 0.0);
+  } else {
+    EXPECT_EQ(rounded, plain);  // float32 scores either way
+  }
+  const ScopedGemmChoice f32({GemmPath::F32Widened, GemmPath::F32Widened});
+  EXPECT_FALSE(absorbed_scores_in_bf16(run.shape, kv.rows()));
 }
 
 // What storing the cache in a smaller type costs: the fast path over a bf16 or fp8 pool against
@@ -552,18 +580,27 @@ TEST(AbsorbedAttention, MatchesReferenceWithShuffledSlots) {
 // itself, u = 2^-9 (bf16) or 2^-4 (fp8; below the row's subnormal range, 2^-10 of its scale).
 // An output element is a softmax-weighted mean of c_kv values, so their rounding moves it by at
 // most u of the largest |c_kv|, and the scores' rounding shifts the weights by about as much
-// again (these cases measure up to 2.0u for bf16, 0.92u for fp8). Bound: 3u, norm-wise.
+// again (these cases measure up to 2.0u for bf16, 0.92u for fp8). Bound: 3u, norm-wise. With
+// bf16 activations q is rounded too (scores by vdpbf16ps): up to 3.3u measured, bound 5u.
 TEST(AbsorbedAttention, Bf16AndFp8KvStayNearFloat32Kv) {
-  const std::pair<KvDtype, double> bounds[] = {{KvDtype::BFloat16, 3 * std::ldexp(1.0, -9)},
-                                               {KvDtype::Fp8E4m3, 3 * std::ldexp(1.0, -4)}};
-  for (const auto& [dtype, bound] : bounds) {
+  struct Bound {
+    KvDtype dtype;
+    bool bf16_activations;
+    double bound;
+  };
+  const Bound bounds[] = {{KvDtype::BFloat16, false, 3 * std::ldexp(1.0, -9)},
+                          {KvDtype::BFloat16, true, 5 * std::ldexp(1.0, -9)},
+                          {KvDtype::Fp8E4m3, false, 3 * std::ldexp(1.0, -4)}};
+  for (const auto& [dtype, bf16_activations, bound] : bounds) {
     for (const AbsorbedCase& c : kAbsorbedCases) {
-      SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " n_heads=" << c.n_heads
-                                      << " d_qk=" << c.d_latent + c.d_rope << " n_kv=" << c.n_kv
-                                      << " kv " << kv_dtype_name(dtype));
+      SCOPED_TRACE(testing::Message()
+                   << "n_q=" << c.n_q << " n_heads=" << c.n_heads
+                   << " d_qk=" << c.d_latent + c.d_rope << " n_kv=" << c.n_kv << " kv "
+                   << kv_dtype_name(dtype) << (bf16_activations ? " bf16 activations" : ""));
       const int64_t pool_rows = c.n_kv + 3;
       const std::vector<int32_t> slots = shuffled_slots(c.n_kv, pool_rows, 26);
-      const AbsorbedRun run = random_absorbed(c, pool_rows);
+      AbsorbedRun run = random_absorbed(c, pool_rows);
+      run.shape.bf16_activations = bf16_activations;
       const int64_t d_qk = c.d_latent + c.d_rope;
       std::vector<float> exact(static_cast<size_t>(c.n_q * c.n_heads * c.d_latent));
       std::vector<float> stored(exact.size(), NAN);

@@ -141,10 +141,17 @@ void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const Kv
   std::vector<float> rows(static_cast<size_t>(s.n_kv * d_qk));  // the sequence's rows, decoded
   for (int64_t j = 0; j < s.n_kv; ++j) decode_kv_row(kv, kv_slots[j], rows.data() + j * d_qk);
   std::vector<float> p(static_cast<size_t>(s.n_kv));
+  const bool round_q = absorbed_scores_in_bf16(s, kv);
+  std::vector<float> q_rounded(static_cast<size_t>(d_qk));
   for (int64_t i = 0; i < s.n_q; ++i) {
     const int64_t visible = s.n_kv - s.n_q + i + 1;
     for (int64_t h = 0; h < s.n_heads; ++h) {
       const float* qh = q + (i * s.n_heads + h) * d_qk;
+      if (round_q) {  // as the fast path's bf16 scores (ops.h)
+        for (int64_t d = 0; d < d_qk; ++d)
+          q_rounded[static_cast<size_t>(d)] = bf16_to_f32(f32_to_bf16(qh[d]));
+        qh = q_rounded.data();
+      }
       for (int64_t j = 0; j < visible; ++j) {
         const float* k = rows.data() + j * d_qk;
         float dot = 0.0f;

@@ -445,8 +445,9 @@ void DeepseekModel::attend_absorbed(const AttentionWeights& w,
     flops_[static_cast<size_t>(FlopKind::Attention)] +=
         2.0 * static_cast<double>(n * n_kv * nh * (2 * kvl + rope));
     kernels::mla_attention_absorbed(
-        {n, nh, kvl, rope, n_kv, static_cast<float>(cfg_.softmax_scale())}, q_abs + r * nh * d_abs,
-        kv_layer, s.step->kv_slots.data(), o_lat + r * nh * kvl);
+        {n, nh, kvl, rope, n_kv, static_cast<float>(cfg_.softmax_scale()),
+         format_.dtype == kernels::WeightType::BF16},
+        q_abs + r * nh * d_abs, kv_layer, s.step->kv_slots.data(), o_lat + r * nh * kvl);
     r += n;
   }
   for (int64_t h = 0; h < nh; ++h)
