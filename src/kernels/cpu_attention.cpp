@@ -125,7 +125,6 @@ const float* kv_row_as_f32(const KvRows& kv, const int32_t* kv_slots, int64_t j,
   return tile_row;
 }
 
-// Per-thread arrays describing one query group.
 // out[0, n) = x rounded to bf16 (to nearest even).
 MLASERVE_AVX512_BF16 void round_to_bf16(const float* x, int64_t n, bf16* out) {
   for (int64_t c = 0; c < n; c += 16) {
@@ -135,6 +134,7 @@ MLASERVE_AVX512_BF16 void round_to_bf16(const float* x, int64_t n, bf16* out) {
   }
 }
 
+// Per-thread arrays describing one query group.
 struct GroupScratch {
   std::vector<const float*> q;
   std::vector<const bf16*> q_b16;
