@@ -20,6 +20,7 @@
 #include "kernels/avx512_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/flash_block.h"
+#include "kernels/gemv.h"
 #include "kernels/ops.h"
 #include "kernels/parallel.h"
 #include "kernels/q8_decode.h"
@@ -125,26 +126,17 @@ const float* kv_row_as_f32(const KvRows& kv, const int32_t* kv_slots, int64_t j,
   return tile_row;
 }
 
-// out[0, n) = x rounded to bf16 (to nearest even).
-MLASERVE_AVX512_BF16 void round_to_bf16(const float* x, int64_t n, bf16* out) {
-  for (int64_t c = 0; c < n; c += 16) {
-    const __mmask16 lanes = first_lanes16(n - c);
-    _mm256_mask_storeu_epi16(out + c, lanes,
-                             (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes, x + c)));
-  }
-}
-
 // Per-thread arrays describing one query group.
 struct GroupScratch {
   std::vector<const float*> q;
   std::vector<const bf16*> q_b16;
-  std::vector<bf16> q_rounded;
   std::vector<int64_t> row_end;
   std::vector<float> state;
 };
 
-// Absorbed work item: all heads of token i against its kv rows [begin, end).
-void absorbed_part(const AbsorbedAttention& s, const float* q, const KvRows& kv,
+// Absorbed work item: all heads of token i against its kv rows [begin, end). q_b16: q rounded
+// to bf16 (same layout), for the bf16 scores, or null.
+void absorbed_part(const AbsorbedAttention& s, const float* q, const bf16* q_b16, const KvRows& kv,
                    const int32_t* kv_slots, int64_t i, int64_t begin, int64_t end,
                    const FlashState& state) {
   const int64_t d_qk = s.d_latent + s.d_rope;
@@ -155,29 +147,28 @@ void absorbed_part(const AbsorbedAttention& s, const float* q, const KvRows& kv,
   thread_local std::vector<float> tile;
   if (kv.dtype != KvDtype::Float32) tile.resize(static_cast<size_t>(2 * kFlashBlock * d_qk));
   group.q.resize(static_cast<size_t>(rows_padded));
+  group.q_b16.resize(static_cast<size_t>(rows_padded));
   group.row_end.assign(static_cast<size_t>(s.n_heads), end);
   for (int64_t h = 0; h < rows_padded; ++h) {
-    group.q[static_cast<size_t>(h)] = q + (i * s.n_heads + std::min(h, s.n_heads - 1)) * d_qk;
+    const int64_t row = (i * s.n_heads + std::min(h, s.n_heads - 1)) * d_qk;
+    group.q[static_cast<size_t>(h)] = q + row;
+    group.q_b16[static_cast<size_t>(h)] = q_b16 ? q_b16 + row : nullptr;
   }
-  FlashQueries queries{s.n_heads, group.q.data(), group.row_end.data(), d_qk, s.d_latent, s.scale};
-  const bool bf16_scores = absorbed_scores_in_bf16(s, kv);
-  if (bf16_scores) {  // the heads' q rows rounded once for all blocks
-    bf16* rounded = take(group.q_rounded, rows_padded * d_qk);
-    group.q_b16.resize(static_cast<size_t>(rows_padded));
-    for (int64_t h = 0; h < rows_padded; ++h) {
-      round_to_bf16(group.q[static_cast<size_t>(h)], d_qk, rounded + h * d_qk);
-      group.q_b16[static_cast<size_t>(h)] = rounded + h * d_qk;
-    }
-    queries.q_b16 = group.q_b16.data();
-  }
+  const FlashQueries queries{s.n_heads,
+                             group.q.data(),
+                             group.row_end.data(),
+                             d_qk,
+                             s.d_latent,
+                             s.scale,
+                             q_b16 ? group.q_b16.data() : nullptr};
   flash_state_reset(state, rows_padded, s.d_latent);
   attend_range(
       queries, begin, end,
       [&](int64_t j, int64_t tile_row) {
         const float* row = kv_row_as_f32(kv, kv_slots, j, end, tile.data() + tile_row * d_qk);
         // c_kv, the first d_latent values, is also the value
-        return FlashKvRow{
-            row, row, bf16_scores ? reinterpret_cast<const bf16*>(kv.row(kv_slots[j])) : nullptr};
+        return FlashKvRow{row, row,
+                          q_b16 ? reinterpret_cast<const bf16*>(kv.row(kv_slots[j])) : nullptr};
       },
       state);
 }
@@ -258,12 +249,21 @@ void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const Kv
   for (int64_t p = 0; p < s.n_q * parts; ++p) {
     states[p] = flash_state_at(storage.data() + p * state_floats, rows_padded);
   }
+  // The bf16 scores' q, rounded once for every part of every token.
+  thread_local std::vector<bf16> rounded_q;
+  const bf16* q_b16 = nullptr;
+  if (absorbed_scores_in_bf16(s, kv)) {
+    const int64_t d_qk = s.d_latent + s.d_rope;
+    bf16* rounded = take(rounded_q, s.n_q * s.n_heads * d_qk);
+    round_rows_to_bf16(q, s.n_q * s.n_heads, d_qk, d_qk, rounded);
+    q_b16 = rounded;
+  }
 
   for_each_item(s.n_q * parts, parallel, [&](int64_t item) {
     const int64_t i = item / parts, part = item % parts;
     const int64_t visible = first_visible + i;
-    absorbed_part(s, q, kv, kv_slots, i, visible * part / parts, visible * (part + 1) / parts,
-                  states[item]);
+    absorbed_part(s, q, q_b16, kv, kv_slots, i, visible * part / parts,
+                  visible * (part + 1) / parts, states[item]);
   });
   const int64_t rows = s.n_q * s.n_heads;
   for_ranges(rows, rows * s.d_latent >= (1 << 16), [&](int64_t first, int64_t last) {

@@ -212,15 +212,16 @@ MLASERVE_AVX512 inline void store_transposed(__m512 (&v)[16], int64_t group, flo
 // each of its rows fetches the bytes that row of the block kAheadBlocks later (in the order a
 // thread packs them) will read, `rows` below and `cols` right of its own (a block takes ~100
 // ns, about one DRAM latency; prefetching 8 blocks ahead took the packing of the bench model's
-// FP8 prefill from 19 % of its samples to ~12 %). Rows at or past n_end fetch nothing.
+// FP8 prefill from 19 % of its samples to ~12 %). Rows that land at or past the panel's end
+// (n_end) fetch nothing.
 constexpr int64_t kAheadBlocks = 8;
 struct Ahead {
-  int64_t rows = 0, cols = 0, n_end = 0;
+  int64_t rows = 0, cols = 0;
 };
 
 MLASERVE_AVX512 inline void prefetch_ahead(const Weight& w, const Ahead& ahead, int64_t n,
-                                           int64_t k0) {
-  if (n + ahead.rows >= ahead.n_end) return;
+                                           int64_t n_end, int64_t k0) {
+  if (n + ahead.rows >= n_end) return;
   const int64_t element = (n + ahead.rows) * w.cols() + k0 + ahead.cols;
   _mm_prefetch(w.quantized() ? static_cast<const void*>(w.codes() + element)
                              : static_cast<const void*>(w.b16() + element),
@@ -238,7 +239,7 @@ MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, 
     __m512 v[16], unused;
     for (int r = 0; r < 16; ++r) {
       const int64_t n = n0 + group + r;
-      prefetch_ahead(w, ahead, n, k0);
+      prefetch_ahead(w, ahead, n, n_end, k0);
       if (n >= n_end) {
         v[r] = _mm512_setzero_ps();
       } else if (table) {
@@ -262,7 +263,7 @@ MLASERVE_AVX512_BF16 void pack_bf16_block(const Weight& w, int64_t n0, int64_t n
     __m512 v[16];
     for (int r = 0; r < 16; ++r) {
       const int64_t n = n0 + group + r;
-      prefetch_ahead(w, ahead, n, k0);
+      prefetch_ahead(w, ahead, n, n_end, k0);
       __m512 lo, hi;
       if (n < n_end) dequantize_run(w, table, run, n, lo, hi);
       v[r] = n < n_end ? _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo))
@@ -308,8 +309,7 @@ void pack_panel(const Weight& w, int64_t first, int64_t rows, memory::data_type 
     for (int64_t b = begin; b < end; ++b) {
       const int64_t n0 = first + b / k_blocks * kPackedRows, k0 = b % k_blocks * cols;
       const int64_t later = std::min(b + kAheadBlocks, end - 1);
-      const Ahead ahead{first + later / k_blocks * kPackedRows - n0, later % k_blocks * cols - k0,
-                        first + rows};
+      const Ahead ahead{first + later / k_blocks * kPackedRows - n0, later % k_blocks * cols - k0};
       float* block = panel + b * kPackedRows * kPackedWords;
       if (type == memory::data_type::f32) {
         pack_f32_block(w, n0, first + rows, k0, ahead, block);
@@ -324,7 +324,7 @@ void pack_panel(const Weight& w, int64_t first, int64_t rows, memory::data_type 
 // other layout: it packs the panel itself).
 void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::data_type type,
                           void* panel) {
-  const int64_t k = w.cols(), value_bytes = type == memory::data_type::f32 ? 4 : 2;
+  const int64_t k = w.cols(), value_bytes = static_cast<int64_t>(memory::data_type_size(type));
   const bool parallel = rows * k >= (1 << 16);
   for_ranges(rows, parallel, [&](int64_t begin, int64_t end) {
     void* out = static_cast<char*>(panel) + begin * k * value_bytes;
@@ -347,7 +347,7 @@ void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::
 // a panel of a weight with several writes its columns of y through a scratch block.
 void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
   const memory::data_type type = data_type(w, m);
-  const int64_t k = w.cols(), value_bytes = type == memory::data_type::f32 ? 4 : 2;
+  const int64_t k = w.cols(), value_bytes = static_cast<int64_t>(memory::data_type_size(type));
   const int64_t panel_rows = std::clamp<int64_t>(
       kPanelBytes / (k * value_bytes) / kPackedRows * kPackedRows, kPackedRows, w.rows());
   const int64_t k_words = (k * value_bytes / 4 + kPackedWords) / kPackedWords * kPackedWords;
