@@ -25,6 +25,10 @@ constexpr int64_t kMinParallelWork = 1 << 16;  // elements below which one threa
 // sleep, and waking one (~50 µs) only pays for weights that take longer than that to stream.
 constexpr int64_t kMinParallelBytesAwake = 2 * kMinParallelWork;
 constexpr int64_t kMinParallelBytesAsleep = 2 << 20;
+// x rows up to which a product's time is its weight's stream (BM_CutOver: m = 1..6 take about
+// as long as m = 1); past them it grows with m, so a job counts as bytes * m / kStreamRows
+// against the thresholds above (a 1 MB expert at m = 32 computes for ~150 µs on one core).
+constexpr int64_t kStreamRows = 4;
 constexpr int64_t kXBlockBytes = 256 << 10;  // x rows per pass over the weights (run_rows)
 
 // ---- Float32 x: F32 weights, and BF16 ones widened where vdpbf16ps is missing -------------
@@ -213,6 +217,10 @@ void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_
     gemv_q8_rows(job, xb, k_padded, first, last);
     return;
   }
+  if (job.packed != nullptr) {
+    gemv_packed_rows(job, xb, k_padded, first, last);
+    return;
+  }
   if (job.type == WeightType::F32) {
     run_rows_f32<float>(job, first, last);
     return;
@@ -266,12 +274,13 @@ int64_t row_bytes(const GemvJob& job) {
 }
 
 // The first row of a job at or after byte position `pos` of the concatenated weights, where
-// the job's rows start at `start`; rounded up to whole tiles, so that threads split a job only
-// between tiles.
+// the job's rows start at `start`; rounded up to whole tiles (panels of a packed copy), so
+// that threads split a job only between them.
 int64_t row_at(const GemvJob& job, int64_t start, int64_t pos) {
   if (pos <= start) return 0;
   const int64_t row = (pos - start + row_bytes(job) - 1) / row_bytes(job);
-  return std::min(job.n, (row + kTileRows - 1) / kTileRows * kTileRows);
+  const int64_t tile = job.packed != nullptr ? packed_panel_rows() : kTileRows;
+  return std::min(job.n, (row + tile - 1) / tile * tile);
 }
 
 }  // namespace
@@ -315,7 +324,7 @@ void gemv_batch(std::span<const GemvJob> jobs) {
     offsets[j + 1] = offsets[j] + (rounds_x(jobs[j]) ? gemv_x_values(jobs[j].m, jobs[j].k) : 0);
   }
   bf16* rounded = rounded_x_scratch(offsets.back());
-  int64_t total_bytes = 0;
+  int64_t total_bytes = 0, work = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const GemvJob& job = jobs[j];
     if (rounds_x(job)) {
@@ -325,13 +334,14 @@ void gemv_batch(std::span<const GemvJob> jobs) {
       }
     }
     total_bytes += job.n * row_bytes(job);
+    work += job.n * row_bytes(job) * std::max<int64_t>(1, job.m / kStreamRows);
   }
   // Each thread takes one contiguous byte range of all jobs' weights, so each core streams
   // its own share once whatever the mix of sizes.
   const bf16* xb = rounded;
   const int64_t* x_offsets = offsets.data();
   const bool parallel =
-      total_bytes >= (parallel_threads_awake() ? kMinParallelBytesAwake : kMinParallelBytesAsleep);
+      work >= (parallel_threads_awake() ? kMinParallelBytesAwake : kMinParallelBytesAsleep);
   on_threads(parallel, [&](int thread, int threads) {
     const int64_t begin = total_bytes * thread / threads,
                   end = total_bytes * (thread + 1) / threads;

@@ -15,14 +15,13 @@
 namespace mlaserve::kernels {
 namespace {
 
-// Largest m that goes to the GEMV kernels. Each oneDNN call starts its OpenMP team (~20-50 µs
-// on this VM) and runs one weight at a time: at decode batch 32 a layer's 32 experts see ~6 rows
-// each, and 448 such calls per step took 64 ms where one GEMV pass over all experts streams them
-// at the memory rate. Past the memory-bound m the GEMV is compute-bound (~70 % of the
-// vdpbf16ps peak, tile sums included); at m = 16 it matches oneDNN on every bench-model and
-// DeepSeek-V3 shape (ops_microbench BM_CutOver), and bench-one-batch's batch-32 decode step took
-// 53-54 ms with the cut-over at 16, 53-55 at 32 and 59 at 8 (bench/RESULTS.md). At m = 32
-// oneDNN is ~10 % faster on V3's 2048 x 7168, so 16 it is.
+// Largest m that goes to the row-major GEMV kernels (a weight without a bf16 packed copy: float32
+// weights). Each oneDNN call starts its OpenMP team (~20-50 µs on this VM) and runs one weight
+// at a time: at decode batch 32 a layer's 32 experts see ~6 rows each, and 448 such calls per
+// step took 64 ms where one GEMV pass over all experts streams them at the memory rate. Past the
+// memory-bound m the GEMV is compute-bound (~70 % of the FMA peak, tile sums included); at
+// m = 16 it matched oneDNN on every bench-model and DeepSeek-V3 shape (ops_microbench
+// BM_CutOver).
 constexpr int64_t kMaxGemvRows = 16;
 // The same for a weight that has no packed copy: a bf16 one under --weight-packing off, where
 // oneDNN on the row-major layout is ~15-20 % slower at m = 32 than on its packed copy
@@ -31,10 +30,33 @@ constexpr int64_t kMaxGemvRows = 16;
 // m = 32 the GEMV took 0.55-0.95x its time (BM_CutOver<FP8>: 2048 x 7168 3.7 vs 6.6 ms, the
 // bench model's expert and dense shapes 0.3-1.7 ms vs 0.2-1.8).
 constexpr int64_t kMaxGemvRowsUnpacked = 32;
+// Largest m that runs on a bf16 weight's packed copy in the GEMV pass (gemv_packed_rows). From
+// one row on it streams the weight faster than the row-major GEMV (one contiguous run per
+// thread on huge pages, no per-output sums: bench-model shapes at m = 1 1.0-1.5x the GEMV's
+// rate, batch-1 decode 5-14 % faster), and up to 128 rows it beats oneDNN on the same copy
+// (1024 x 1024 / 1024 x 512 experts at m = 32-128: 373-423 vs 244-389 GFLOP/s, both cores
+// awake), besides running all of a step's experts in one pass: prefill of 512 tokens 6-8 %
+// faster than with oneDNN from m = 17 on, 32-row decode steps ~5 %. At 256-512 rows the two
+// are level and oneDNN stays (bench/RESULTS.md, 2026-12-05 fourth session).
+constexpr int64_t kMaxPackedRows = 128;
 
 // Whether x is used as bf16 with this weight (BF16, or FP8/INT8 with bf16 activations).
 bool rounds_x(const Weight& w) {
   return w.activations() == WeightType::BF16;
+}
+
+// The packed copy a job runs on in the GEMV pass, or null: bf16 weights with a copy in the
+// layout gemv_packed_rows reads, where the bf16 dot product is the chosen GEMM path for m (up to
+// kMaxGemvRows the row-major GEMV would use it anyway). Never in the deterministic mode, whose
+// GEMV keeps one summation order per row for every m.
+const bf16* packed_copy(const MatmulJob& job) {
+  const Weight& w = *job.w;
+  if (w.type() != WeightType::BF16 || !rounds_x(w) || !cpu_has_avx512_bf16() ||
+      deterministic_kernels() || job.m > kMaxPackedRows ||
+      (job.m > kMaxGemvRows && gemm_path(job.m) != GemmPath::Bf16Dot)) {
+    return nullptr;
+  }
+  return dnnl_packed_bf16(w);
 }
 
 // FP8/INT8 weights with float32 activations (exactness checks) take the dequantizing GEMM path
@@ -49,7 +71,8 @@ bool use_gemv(const MatmulJob& job) {
   const int64_t max_rows = (w.type() == WeightType::BF16 && !w.packed) || w.quantized()
                                ? kMaxGemvRowsUnpacked
                                : kMaxGemvRows;
-  return supported && w.cols() > 0 && (job.m <= max_rows || deterministic_kernels());
+  return supported && w.cols() > 0 &&
+         (job.m <= max_rows || deterministic_kernels() || packed_copy(job) != nullptr);
 }
 
 // oneDNN runs every weight type on every x86-64 CPU: bf16 x bf16 where gemm_path() is Bf16Dot
@@ -66,7 +89,7 @@ GemvJob gemv_job(const MatmulJob& job) {
   const void* data = w.type() == WeightType::F32    ? static_cast<const void*>(w.f32())
                      : w.type() == WeightType::BF16 ? static_cast<const void*>(w.b16())
                                                     : static_cast<const void*>(w.codes());
-  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y, &w.scales()};
+  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y, &w.scales(), packed_copy(job)};
 }
 
 // A job that does not go to the GEMV kernels.

@@ -15,6 +15,10 @@ std::shared_ptr<void> dnnl_pack(const Weight& w);
 // Bytes of w.packed (0 when not packed).
 size_t dnnl_packed_bytes(const Weight& w);
 
+// w's packed copy when it is bf16 in the blocked layout gemv_packed_rows reads (gemv.h), else
+// null.
+const bf16* dnnl_packed_bf16(const Weight& w);
+
 // y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Uses w.packed when set and the path multiplies in the
 // weight's type, else the row-major weight. On the Bf16Dot path x is rounded to bf16 first.
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y);

@@ -20,6 +20,9 @@ struct GemvJob {
   int64_t n, k;
   float* y;
   const BlockScales* scales = nullptr;  // FP8/INT8 only
+  // A BF16 weight's packed copy (dnnl_packed_bf16): when set, the job runs on it, by panels of
+  // packed_panel_rows() weight rows (gemv_packed_rows), instead of on w.
+  const bf16* packed = nullptr;
 };
 
 // Runs every job in one parallel pass: the threads split the concatenated weight rows of all
@@ -36,6 +39,14 @@ void gemv_avx2_rows(const GemvJob& job, int64_t first, int64_t last);
 // apart, zero past k). Needs cpu_has_avx512_vbmi_bf16(). Used by gemv_batch.
 void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                   int64_t last);
+
+// Weight rows [first, last) (whole panels but the weight's last) of a job with a packed copy,
+// x already rounded to bf16 (rows k_padded apart, zero past k). Needs cpu_has_avx512_bf16().
+// Used by gemv_batch.
+void gemv_packed_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
+                      int64_t last);
+// Weight rows per panel of the packed layout.
+int64_t packed_panel_rows();
 
 // Rows [first, last) of an FP8/INT8 weight as values (code value × scale; rounded once to
 // bf16 in the bf16 form), w.cols() apart in out. The bf16 form needs cpu_has_avx512_bf16().

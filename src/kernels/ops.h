@@ -121,8 +121,9 @@ void use_deterministic_kernels(bool on);
 bool deterministic_kernels();
 
 // oneDNN's packed copy of each f32 weight, and of bf16 ones on the Bf16Dot path, for the GEMM
-// (`--weight-packing`, on by default): the GEMV reads the row-major values, oneDNN its own
-// blocked layout, so a weight is held twice (see packs()). Off, oneDNN reads the row-major values
+// (`--weight-packing`, on by default): the row-major GEMV reads the row-major values, oneDNN and
+// (for bf16, up to 128 rows) the packed-copy kernel its blocked layout, so a weight is held
+// twice (see packs()). Off, oneDNN reads the row-major values
 // (as fast at m = 512, slower for the experts' m ≈ 100 of a lone prompt) and the GEMV serves bf16
 // weights up to m = 32, where it keeps up with packed oneDNN: half the weight memory. Set once at
 // start-up, before weights are prepared.

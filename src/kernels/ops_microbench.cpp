@@ -172,10 +172,13 @@ void BM_ExpertBatch(benchmark::State& state) {
   rates.rate("W_B/s", static_cast<double>(jobs) * static_cast<double>(weights[0].bytes()));
 }
 
-// The GEMV/oneDNN cut-over: the same DRAM-resident weights through the hand-written GEMV and
-// through oneDNN on packed weights (FP8: on panels dequantized per call), for growing m. Args:
-// N, K, m.
-template <WeightType kType, bool kOneDnn>
+// How BM_CutOver multiplies: the hand-written GEMV on the row-major weight or on its packed
+// copy (bf16 only), or oneDNN on the packed copy (FP8: on panels dequantized per call).
+enum class CutOverPath { Gemv, PackedGemv, OneDnn };
+
+// The GEMV/oneDNN cut-over: the same DRAM-resident weights through each path, for growing m.
+// Args: N, K, m.
+template <WeightType kType, CutOverPath kPath>
 void BM_CutOver(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   static std::vector<Weight> weights;  // packed once per shape
@@ -184,7 +187,7 @@ void BM_CutOver(benchmark::State& state) {
     const size_t count = kDramWorkingSet / Weight(kType, n, k).bytes() + 1;
     for (size_t i = 0; i < count; ++i) {
       weights.push_back(make_weight(kType, n, k, static_cast<uint32_t>(i + 1)));
-      if (kOneDnn) prepare(weights.back());
+      if (kPath != CutOverPath::Gemv) prepare(weights.back());
     }
   }
   const std::vector<float> x = values(static_cast<size_t>(m * k), 7);
@@ -193,13 +196,14 @@ void BM_CutOver(benchmark::State& state) {
   Rates rates(state);
   for (auto _ : state) {
     const Weight& w = weights[next];
-    if (kOneDnn) {
+    if (kPath == CutOverPath::OneDnn) {
       dnnl_matmul(x.data(), m, w, y.data());
     } else {
       const void* data = kType == WeightType::F32    ? static_cast<const void*>(w.f32())
                          : kType == WeightType::BF16 ? static_cast<const void*>(w.b16())
                                                      : static_cast<const void*>(w.codes());
-      const GemvJob job{x.data(), m, data, kType, n, k, y.data(), &w.scales()};
+      const bf16* packed = kPath == CutOverPath::PackedGemv ? dnnl_packed_bf16(w) : nullptr;
+      const GemvJob job{x.data(), m, data, kType, n, k, y.data(), &w.scales(), packed};
       gemv_batch({&job, 1});
     }
     benchmark::DoNotOptimize(y.data());
@@ -291,12 +295,13 @@ BENCHMARK(BM_ExpertBatch<WeightType::BF16>)
     ->Args({4096, 7168, 9})
     ->Args({7168, 2048, 9})
     ->UseRealTime();
-BENCHMARK(BM_CutOver<WeightType::BF16, false>)->Apply(cut_over_shapes);
-BENCHMARK(BM_CutOver<WeightType::BF16, true>)->Apply(cut_over_shapes);
-BENCHMARK(BM_CutOver<WeightType::F32, false>)->Apply(cut_over_shapes);
-BENCHMARK(BM_CutOver<WeightType::F32, true>)->Apply(cut_over_shapes);
-BENCHMARK(BM_CutOver<WeightType::FP8, false>)->Apply(cut_over_shapes);
-BENCHMARK(BM_CutOver<WeightType::FP8, true>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::BF16, CutOverPath::Gemv>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::BF16, CutOverPath::PackedGemv>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::BF16, CutOverPath::OneDnn>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::F32, CutOverPath::Gemv>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::F32, CutOverPath::OneDnn>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::FP8, CutOverPath::Gemv>)->Apply(cut_over_shapes);
+BENCHMARK(BM_CutOver<WeightType::FP8, CutOverPath::OneDnn>)->Apply(cut_over_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16, false>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16, true, true>)->Apply(prefill_shapes);

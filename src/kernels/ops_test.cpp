@@ -15,6 +15,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/deterministic_test_util.h"
+#include "kernels/dnnl_matmul.h"
 #include "kernels/kernel_mode_test_util.h"
 #include "kernels/ops.h"
 #include "kernels/reference.h"
@@ -121,12 +122,15 @@ std::vector<float> run_ref_matmul(const std::vector<float>& x, int64_t m, const 
 }
 
 // m spans the GEMV tiles (1..3 x rows per pass, 4..16 in several passes; up to 32 on an unpacked
-// bf16 weight) and the oneDNN path (m > 16, or > 32 unpacked bf16) on packed and on row-major
-// weights; n and k cover row tails (n % 8) and column tails (k % 16, k % 32).
+// bf16 weight), the products on a bf16 weight's packed copy (groups of 6 x rows and a tail of
+// 1..5, up to 128 rows) and the oneDNN path (float32 past 16 rows, bf16 past 32 unpacked or 128
+// packed) on packed and on row-major weights; n and k cover row tails (n % 8, n % 64) and
+// column tails (k % 16, k % 32).
 const MatmulCase kMatmulCases[] = {
     {1, 37, 100},    {2, 37, 100},   {3, 130, 47},  {4, 64, 64},   {5, 17, 33},   {7, 37, 100},
     {8, 5, 1},       {9, 37, 100},   {16, 37, 100}, {17, 37, 100}, {32, 130, 47}, {33, 130, 47},
-    {128, 96, 1024}, {1, 256, 1024}, {2, 7, 2816},  {1, 2, 31},    {3, 3, 32},    {64, 1, 17}};
+    {128, 96, 1024}, {1, 256, 1024}, {2, 7, 2816},  {1, 2, 31},    {3, 3, 32},    {64, 1, 17},
+    {11, 200, 96},   {6, 128, 64},   {160, 70, 96}};
 
 // Every case of kMatmulCases from min_m rows, on a prepared weight and on a raw one: the fast
 // product of x as it is matches the reference within float32 rounding (no bf16 rounding of x).
@@ -164,7 +168,11 @@ TEST(Matmul, Bf16MatchesReferenceOnRoundedX) {
       SCOPED_TRACE(testing::Message()
                    << "m=" << c.m << " n=" << c.n << " k=" << c.k << " packed=" << packed);
       Weight w = random_weight(WeightType::BF16, c.n, c.k, 3);
-      if (packed) prepare(w);
+      if (packed) {
+        prepare(w);
+        // The packed copy is in the layout the few-rows products read, so they run on it.
+        EXPECT_NE(dnnl_packed_bf16(w), nullptr);
+      }
       const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 4);
       const std::vector<float> actual = run_matmul(x, c.m, w);
       const std::vector<float> expected = run_ref_matmul(round_to_bf16(x), c.m, w);
