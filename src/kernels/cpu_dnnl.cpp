@@ -31,8 +31,10 @@ using Tag = memory::format_tag;
 constexpr int64_t kPackingProbeRows = 128;
 
 struct PackedWeight {
-  memory weights;                 // [K, N] in the layout the matmul primitive asked for
-  bool bf16_blocked = false;      // that layout is packed_tag(bf16), which gemv_packed_rows reads
+  memory weights;  // [K, N] in the layout the matmul primitive asked for
+  // The values when that layout is packed_tag(bf16), which gemv_packed_rows reads, else null
+  // (kept here: asking oneDNN for the handle on every product is a call into the library).
+  const bf16* bf16_blocked = nullptr;
   std::shared_ptr<void> storage;  // weights' values (packed_storage)
 };
 
@@ -426,7 +428,8 @@ std::shared_ptr<void> dnnl_pack(const Weight& w) {
       packed_desc == memory::desc({w.cols(), w.rows()}, shape.type, packed_tag(shape.type));
   std::shared_ptr<void> storage = packed_storage(packed_desc.get_size());
   auto packed = std::make_shared<PackedWeight>(
-      PackedWeight{memory(packed_desc, cpu_engine(), storage.get()), bf16_blocked, storage});
+      PackedWeight{memory(packed_desc, cpu_engine(), storage.get()),
+                   bf16_blocked ? static_cast<const bf16*>(storage.get()) : nullptr, storage});
   dnnl::stream stream(cpu_engine());
   dnnl::reorder(row_major, packed->weights).execute(stream, row_major, packed->weights);
   stream.wait();
@@ -440,9 +443,7 @@ size_t dnnl_packed_bytes(const Weight& w) {
 
 const bf16* dnnl_packed_bf16(const Weight& w) {
   const auto* packed = static_cast<const PackedWeight*>(w.packed.get());
-  return packed && packed->bf16_blocked
-             ? static_cast<const bf16*>(packed->weights.get_data_handle())
-             : nullptr;
+  return packed ? packed->bf16_blocked : nullptr;
 }
 
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
