@@ -26,9 +26,12 @@ constexpr int64_t kMinParallelWork = 1 << 16;  // elements below which one threa
 constexpr int64_t kMinParallelBytesAwake = 2 * kMinParallelWork;
 constexpr int64_t kMinParallelBytesAsleep = 2 << 20;
 // x rows up to which a product's time is its weight's stream (BM_CutOver: m = 1..6 take about
-// as long as m = 1); past them it grows with m, so a job counts as bytes * m / kStreamRows
-// against the thresholds above (a 1 MB expert at m = 32 computes for ~150 µs on one core).
-constexpr int64_t kStreamRows = 4;
+// as long as m = 1); past them it grows with m. So a job's weight bytes count
+// max(m, kStreamRows) / kStreamRows times as work: for the thresholds above (a 1 MB expert at
+// m = 32 computes for ~150 µs on one core) and for the threads' shares (at decode batch 32 a
+// layer's experts see 1 to 15 rows each: equal shares of bytes left one thread waiting for the
+// other at the end of every expert pass, ~5 % of a step).
+constexpr int64_t kStreamRows = 6;
 constexpr int64_t kXBlockBytes = 256 << 10;  // x rows per pass over the weights (run_rows)
 
 // ---- Float32 x: F32 weights, and BF16 ones widened where vdpbf16ps is missing -------------
@@ -273,12 +276,17 @@ int64_t row_bytes(const GemvJob& job) {
   return job.k;
 }
 
-// The first row of a job at or after byte position `pos` of the concatenated weights, where
-// the job's rows start at `start`; rounded up to whole tiles (panels of a packed copy), so
-// that threads split a job only between them.
+// A weight row's share of the work (see kStreamRows), in bytes times rows of x.
+int64_t row_work(const GemvJob& job) {
+  return row_bytes(job) * std::max(job.m, kStreamRows);
+}
+
+// The first row of a job at or after work position `pos` of the concatenated jobs, where the
+// job's rows start at `start`; rounded up to whole tiles (panels of a packed copy), so that
+// threads split a job only between them.
 int64_t row_at(const GemvJob& job, int64_t start, int64_t pos) {
   if (pos <= start) return 0;
-  const int64_t row = (pos - start + row_bytes(job) - 1) / row_bytes(job);
+  const int64_t row = (pos - start + row_work(job) - 1) / row_work(job);
   const int64_t tile = job.packed != nullptr ? packed_panel_rows() : kTileRows;
   return std::min(job.n, (row + tile - 1) / tile * tile);
 }
@@ -324,7 +332,7 @@ void gemv_batch(std::span<const GemvJob> jobs) {
     offsets[j + 1] = offsets[j] + (rounds_x(jobs[j]) ? gemv_x_values(jobs[j].m, jobs[j].k) : 0);
   }
   bf16* rounded = rounded_x_scratch(offsets.back());
-  int64_t total_bytes = 0, work = 0;
+  int64_t work = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const GemvJob& job = jobs[j];
     if (rounds_x(job)) {
@@ -333,24 +341,22 @@ void gemv_batch(std::span<const GemvJob> jobs) {
                           rounded + offsets[j] + i * padded_cols(job));
       }
     }
-    total_bytes += job.n * row_bytes(job);
-    work += job.n * row_bytes(job) * std::max<int64_t>(1, job.m / kStreamRows);
+    work += job.n * row_work(job);
   }
-  // Each thread takes one contiguous byte range of all jobs' weights, so each core streams
-  // its own share once whatever the mix of sizes.
+  // Each thread takes one contiguous range of all jobs' weights, of equal work, so each core
+  // streams its own share once whatever the mix of sizes.
   const bf16* xb = rounded;
   const int64_t* x_offsets = offsets.data();
-  const bool parallel =
-      work >= (parallel_threads_awake() ? kMinParallelBytesAwake : kMinParallelBytesAsleep);
+  const bool parallel = work >= kStreamRows * (parallel_threads_awake() ? kMinParallelBytesAwake
+                                                                        : kMinParallelBytesAsleep);
   on_threads(parallel, [&](int thread, int threads) {
-    const int64_t begin = total_bytes * thread / threads,
-                  end = total_bytes * (thread + 1) / threads;
+    const int64_t begin = work * thread / threads, end = work * (thread + 1) / threads;
     int64_t start = 0;
     for (size_t j = 0; j < jobs.size() && start < end; ++j) {
       const GemvJob& job = jobs[j];
       const int64_t first = row_at(job, start, begin), last = row_at(job, start, end);
       if (first < last) run_rows(job, xb + x_offsets[j], padded_cols(job), first, last);
-      start += job.n * row_bytes(job);
+      start += job.n * row_work(job);
     }
   });
 }
