@@ -441,6 +441,11 @@ size_t dnnl_packed_bytes(const Weight& w) {
   return packed ? packed->weights.get_desc().get_size() : 0;
 }
 
+bool dnnl_has_amx() {
+  static const bool has = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  return has;
+}
+
 const bf16* dnnl_packed_bf16(const Weight& w) {
   const auto* packed = static_cast<const PackedWeight*>(w.packed.get());
   return packed ? packed->bf16_blocked : nullptr;

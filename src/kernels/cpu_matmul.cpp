@@ -47,13 +47,14 @@ bool rounds_x(const Weight& w) {
 
 // The packed copy a job runs on in the GEMV pass, or null: bf16 weights with a copy in the
 // layout gemv_packed_rows reads, where the bf16 dot product is the chosen GEMM path for m (up to
-// kMaxGemvRows the row-major GEMV would use it anyway). Never in the deterministic mode, whose
-// GEMV keeps one summation order per row for every m.
+// kMaxGemvRows the row-major GEMV would use it anyway). Past those rows not where oneDNN has
+// AMX tiles, whose bf16 GEMM outruns any vdpbf16ps kernel once it is compute-bound. Never in
+// the deterministic mode, whose GEMV keeps one summation order per row for every m.
 const bf16* packed_copy(const MatmulJob& job) {
   const Weight& w = *job.w;
   if (w.type() != WeightType::BF16 || !rounds_x(w) || !cpu_has_avx512_bf16() ||
       deterministic_kernels() || job.m > kMaxPackedRows ||
-      (job.m > kMaxGemvRows && gemm_path(job.m) != GemmPath::Bf16Dot)) {
+      (job.m > kMaxGemvRows && (gemm_path(job.m) != GemmPath::Bf16Dot || dnnl_has_amx()))) {
     return nullptr;
   }
   return dnnl_packed_bf16(w);

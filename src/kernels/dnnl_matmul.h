@@ -15,6 +15,10 @@ std::shared_ptr<void> dnnl_pack(const Weight& w);
 // Bytes of w.packed (0 when not packed).
 size_t dnnl_packed_bytes(const Weight& w);
 
+// Whether oneDNN runs bf16 GEMMs on AMX tiles here (the CPU has them and the OS lets this
+// process use them).
+bool dnnl_has_amx();
+
 // w's packed copy when it is bf16 in the blocked layout gemv_packed_rows reads (gemv.h), else
 // null.
 const bf16* dnnl_packed_bf16(const Weight& w);
