@@ -197,6 +197,10 @@ const float* MpiStepComm::reduce_scatter_group_rows(const float* mlp_partial, in
 void MpiStepComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
                                float* logits) {
   const int P = attn_tp_.size();
+  if (P == 1) {  // the shard is the whole vocabulary: one copy, not two through `blocks`
+    std::copy_n(logits_shard, rows * vocab, logits);
+    return;
+  }
   std::vector<int64_t> counts(static_cast<size_t>(P));
   for (int r = 0; r < P; ++r)
     counts[static_cast<size_t>(r)] = rows * model::shard_range(vocab, r, P).size();
