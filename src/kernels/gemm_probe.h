@@ -25,11 +25,12 @@ struct GemmProbe {
 constexpr int64_t kProbeMidRows = 32;
 constexpr int64_t kProbeLargeRows = 256;
 
-// Times both paths on both classes through dnnl_matmul (about 0.3 s in all). Needs
-// cpu_has_avx512_bf16(); restores the GEMM choice it found.
+// Times both paths on both classes through matmul(), i.e. the kernels serving runs (about 0.3 s
+// in all). Needs cpu_has_avx512_bf16(); restores the GEMM choice it found.
 GemmProbe probe_gemm_paths();
 
-// The GEMM library and its version ("oneDNN 2.7.3"): a cached probe holds for one version.
+// The GEMM library, its version and the probe's revision ("oneDNN 2.7.3, probe 2"): a cached
+// probe holds for one of each.
 std::string gemm_library_version();
 
 // The faster path of each class.
