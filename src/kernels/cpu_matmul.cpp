@@ -15,12 +15,12 @@
 namespace mlaserve::kernels {
 namespace {
 
-// Largest m that goes to the row-major GEMV kernels (a weight without a bf16 packed copy: float32
-// weights). Each oneDNN call starts its OpenMP team (~20-50 µs on this VM) and runs one weight
-// at a time: at decode batch 32 a layer's 32 experts see ~6 rows each, and 448 such calls per
-// step took 64 ms where one GEMV pass over all experts streams them at the memory rate. Past the
-// memory-bound m the GEMV is compute-bound (~70 % of the FMA peak, tile sums included); at
-// m = 16 it matched oneDNN on every bench-model and DeepSeek-V3 shape (ops_microbench
+// Largest m that goes to the row-major GEMV kernels (float32 weights, and bf16 ones whose packed
+// copy packed_copy() does not take). Each oneDNN call starts its OpenMP team (~20-50 µs on this VM)
+// and runs one weight at a time: at decode batch 32 a layer's 32 experts see ~6 rows each, and 448
+// such calls per step took 64 ms where one GEMV pass over all experts streams them at the memory
+// rate. Past the memory-bound m the GEMV is compute-bound (~70 % of the FMA peak, tile sums
+// included); at m = 16 it matched oneDNN on every bench-model and DeepSeek-V3 shape (ops_microbench
 // BM_CutOver).
 constexpr int64_t kMaxGemvRows = 16;
 // The same for a weight that has no packed copy: a bf16 one under --weight-packing off, where
@@ -32,8 +32,8 @@ constexpr int64_t kMaxGemvRows = 16;
 constexpr int64_t kMaxGemvRowsUnpacked = 32;
 // Largest m that runs on a bf16 weight's packed copy in the GEMV pass (gemv_packed_rows). From
 // one row on it streams the weight faster than the row-major GEMV (one contiguous run per
-// thread on huge pages, no per-output sums: bench-model shapes at m = 1 1.0-1.5x the GEMV's
-// rate, batch-1 decode 5-14 % faster), and up to 128 rows it beats oneDNN on the same copy
+// thread on huge pages, no per-output sums: bench-model shapes at m = 1 1.1-1.8x the GEMV's
+// rate, batch-1 decode 3-14 % faster), and up to 128 rows it beats oneDNN on the same copy
 // (1024 x 1024 / 1024 x 512 experts at m = 32-128: 373-423 vs 244-389 GFLOP/s, both cores
 // awake), besides running all of a step's experts in one pass: prefill of 512 tokens 6-8 %
 // faster than with oneDNN from m = 17 on, 32-row decode steps ~5 %. At 256-512 rows the two
