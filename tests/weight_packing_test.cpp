@@ -15,13 +15,14 @@ struct HostBytes {
   double values = 0, packed = 0;
 };
 
-// eval of tiny-v3 under tp 2 (both ranks on this host) with MemAvailable at `mem_mb`: what its
-// ranks hold.
+// eval of tiny-v3 in float32 (whose weights keep both copies: bf16 ones can be held once, see
+// kernels::packed_copy_serves_all) under tp 2 (both ranks on this host) with MemAvailable at
+// `mem_mb`: what its ranks hold.
 HostBytes eval_with_memory(const std::string& mem_mb) {
   const GoldenModel golden("tiny-v3");
   TempDir tmp;
   setenv("MLASERVE_TEST_MEM_AVAILABLE_MB", mem_mb.c_str(), 1);
-  const json out = run_eval(golden, golden.eval_input({0}), "--tp 2", tmp, 1);
+  const json out = run_eval(golden, golden.eval_input({0}), "--tp 2 --dtype float32", tmp, 1);
   unsetenv("MLASERVE_TEST_MEM_AVAILABLE_MB");
   HostBytes bytes;
   EXPECT_EQ(out["ranks"].size(), 2u) << out.dump();

@@ -441,6 +441,25 @@ size_t dnnl_packed_bytes(const Weight& w) {
   return packed ? packed->weights.get_desc().get_size() : 0;
 }
 
+size_t dnnl_packed_size(WeightType type, int64_t rows, int64_t cols) {
+  static std::mutex mutex;
+  static std::map<std::tuple<WeightType, int64_t, int64_t>, size_t> sizes;
+  const std::lock_guard lock(mutex);
+  const auto [it, added] = sizes.try_emplace({type, rows, cols}, 0);
+  if (added) {
+    const memory::data_type dt =
+        type == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
+    const Shape shape{kPackingProbeRows, rows, cols, dt, rows};
+    it->second =
+        matmul_desc(shape, memory::desc({cols, rows}, dt, Tag::any)).weights_desc().get_size();
+  }
+  return it->second;
+}
+
+bool dnnl_packs_bf16_blocked(int64_t rows, int64_t cols) {
+  return packed_layout_known(rows, cols, memory::data_type::bf16);
+}
+
 bool dnnl_has_amx() {
   static const bool has = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
   return has;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/dnnl_matmul.h"
 #include "kernels/gemv.h"
@@ -66,6 +67,7 @@ const bf16* packed_copy(const MatmulJob& job) {
 // widens only bf16 weights.
 bool use_gemv(const MatmulJob& job) {
   const Weight& w = *job.w;
+  if (w.row_major_dropped()) return packed_copy(job) != nullptr;
   const bool supported = w.type() == WeightType::F32 || w.type() == WeightType::BF16
                              ? cpu_has_avx512() || cpu_has_avx2()
                              : rounds_x(w) && cpu_has_avx512_vbmi_bf16();
@@ -96,6 +98,11 @@ GemvJob gemv_job(const MatmulJob& job) {
 // A job that does not go to the GEMV kernels.
 void matmul_other(const MatmulJob& job) {
   const Weight& w = *job.w;
+  if (w.row_major_dropped() && !(use_dnnl() && gemm_path(job.m) == GemmPath::Bf16Dot)) {
+    // The kernel modes that read row-major values are set before the load, which drops them
+    // only where no product needs them.
+    fail("matmul: the kernel modes changed after the load dropped a weight's row-major values");
+  }
   if (w.cols() == 0) {
     std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
   } else if (use_dnnl()) {
@@ -120,6 +127,25 @@ void prepare(Weight& w) {
   if (!packs(w.type()) || w.empty() || w.cols() == 0 || !use_dnnl()) return;
   w.packed = dnnl_pack(w);
   w.packed_bytes = dnnl_packed_bytes(w);
+}
+
+int64_t packed_copy_bytes(WeightType type, int64_t rows, int64_t cols) {
+  if (!packs(type) || !use_dnnl() || rows == 0 || cols == 0) return 0;
+  return static_cast<int64_t>(dnnl_packed_size(type, rows, cols));
+}
+
+bool packed_copy_serves_all(WeightType type, int64_t rows, int64_t cols) {
+  const GemmChoice choice = gemm_choice();
+  return type == WeightType::BF16 && packs(type) && use_dnnl() && cpu_has_avx512_bf16() &&
+         choice.mid == GemmPath::Bf16Dot && choice.large == GemmPath::Bf16Dot && rows > 0 &&
+         cols > 0 && dnnl_packs_bf16_blocked(rows, cols);
+}
+
+bool drop_row_major_if_unneeded(Weight& w) {
+  if (!packed_copy_serves_all(w.type(), w.rows(), w.cols()) || dnnl_packed_bf16(w) == nullptr)
+    return false;
+  w.drop_row_major();
+  return true;
 }
 
 void matmul(const float* x, int64_t m, const Weight& w, float* y) {

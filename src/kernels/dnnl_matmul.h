@@ -15,6 +15,12 @@ std::shared_ptr<void> dnnl_pack(const Weight& w);
 // Bytes of w.packed (0 when not packed).
 size_t dnnl_packed_bytes(const Weight& w);
 
+// Bytes of the copy dnnl_pack makes of a float32 (F32) or bf16 (BF16) weight of this shape.
+size_t dnnl_packed_size(WeightType type, int64_t rows, int64_t cols);
+
+// Whether dnnl_pack gives a bf16 weight of this shape the blocked layout gemv_packed_rows reads.
+bool dnnl_packs_bf16_blocked(int64_t rows, int64_t cols);
+
 // Whether oneDNN runs bf16 GEMMs on AMX tiles here (the CPU has them and the OS lets this
 // process use them).
 bool dnnl_has_amx();

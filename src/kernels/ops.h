@@ -79,8 +79,14 @@ class Weight {
   BlockScales& scales() { return scales_; }
   const BlockScales& scales() const { return scales_; }
 
-  // Value of W[r, c] as float, whatever the storage (tests and slow paths).
+  // Value of W[r, c] as float, whatever the storage (tests and slow paths); not after
+  // drop_row_major().
   float at(int64_t r, int64_t c) const;
+
+  // Frees the row-major values of a BF16 weight whose packed copy serves every product
+  // (drop_row_major_if_unneeded); bytes() then counts none, rows() and cols() stay.
+  void drop_row_major();
+  bool row_major_dropped() const { return row_major_dropped_; }
 
   std::shared_ptr<void> packed;  // backend-private; null until prepare()
   size_t packed_bytes = 0;       // memory `packed` holds (besides bytes())
@@ -93,6 +99,7 @@ class Weight {
   WeightBuffer<bf16> b16_;
   WeightBuffer<uint8_t> codes_;
   BlockScales scales_;
+  bool row_major_dropped_ = false;
 };
 
 // Every op runs its scalar reference (reference.h) instead of the fast path, for checking the
@@ -123,12 +130,27 @@ bool deterministic_kernels();
 // oneDNN's packed copy of each f32 weight, and of bf16 ones on the Bf16Dot path, for the GEMM
 // (`--weight-packing`, on by default): the row-major GEMV reads the row-major values, oneDNN and
 // (for bf16, up to 128 rows) the packed-copy kernel its blocked layout, so a weight is held
-// twice (see packs()). Off, oneDNN reads the row-major values
+// twice (see packs()) unless its copy serves every product (packed_copy_serves_all), when the
+// loader drops the row-major values. Off, oneDNN reads the row-major values
 // (as fast at m = 512, slower for the experts' m ≈ 100 of a lone prompt) and the GEMV serves bf16
 // weights up to m = 32, where it keeps up with packed oneDNN: half the weight memory. Set once at
 // start-up, before weights are prepared.
 void use_weight_packing(bool on);
 bool weight_packing();
+
+// Bytes of the packed copy prepare() makes of a weight of this type and shape (0: none).
+int64_t packed_copy_bytes(WeightType type, int64_t rows, int64_t cols);
+
+// Whether a prepared weight of this type and shape needs no row-major values on this machine:
+// every product of it then runs on its packed copy (bf16 weights where the bf16 GEMM path serves
+// both shape classes and the copy is in the layout the few-rows kernel reads; never in the
+// deterministic or reference modes, whose kernels read the row-major values). The loader then
+// drops them, so packing holds a bf16 weight once instead of twice.
+bool packed_copy_serves_all(WeightType type, int64_t rows, int64_t cols);
+
+// After prepare(): drops w's row-major values when packed_copy_serves_all() and the copy is
+// there. Returns whether it did.
+bool drop_row_major_if_unneeded(Weight& w);
 
 // How a GEMM (more rows of x than the GEMV kernels take) multiplies weights whose activations
 // are bf16 (BF16 weights; FP8/INT8 with bf16 activations). Which is faster depends on the CPU:

@@ -183,6 +183,30 @@ TEST(Matmul, Bf16MatchesReferenceOnRoundedX) {
   }
 }
 
+// Where the packed copy serves every product (the bf16 path for both classes), the loader drops
+// a bf16 weight's row-major values: every m, through the packed kernel and oneDNN, must still
+// give the product of the values it had.
+TEST(Matmul, AWeightWithoutItsRowMajorValuesServesEveryRowCount) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512Bf16);
+  for (const MatmulCase& c : kMatmulCases) {
+    SCOPED_TRACE(testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k);
+    Weight w = random_weight(WeightType::BF16, c.n, c.k, 3);
+    prepare(w);
+    const std::vector<float> x = random_values(static_cast<size_t>(c.m * c.k), 4);
+    const std::vector<float> expected = run_ref_matmul(round_to_bf16(x), c.m, w);
+    ASSERT_TRUE(packed_copy_serves_all(WeightType::BF16, c.n, c.k));
+    ASSERT_TRUE(drop_row_major_if_unneeded(w));
+    EXPECT_EQ(w.bytes(), 0u);
+    EXPECT_LE(relative_error(run_matmul(x, c.m, w), expected, 1.0), kF32Tolerance);
+  }
+  // Not where a mode reads the row-major values: the f32 GEMM path for a class.
+  const ScopedGemmChoice mixed({GemmPath::F32Widened, GemmPath::Bf16Dot});
+  Weight w = random_weight(WeightType::BF16, 96, 1024, 5);
+  prepare(w);
+  EXPECT_FALSE(drop_row_major_if_unneeded(w));
+  EXPECT_GT(w.bytes(), 0u);
+}
+
 // The f32 GEMM path widens bf16 weights and keeps x as it is: beyond the GEMV's rows the
 // product matches the exact one (no bf16 rounding of x), packed weight or not, and prepare()
 // makes no packed copy when neither class uses bf16. A mixed choice routes by m: the mid class

@@ -67,7 +67,13 @@ size_t Weight::bytes() const {
          scales_.scales.size() * sizeof(float) + scales_.row_block.size() * sizeof(int32_t);
 }
 
+void Weight::drop_row_major() {
+  WeightBuffer<bf16>().swap(b16_);  // frees the buffer (clear() or `= {}` would keep it)
+  row_major_dropped_ = true;
+}
+
 float Weight::at(int64_t r, int64_t c) const {
+  if (row_major_dropped_) fail("Weight::at: the row-major values were dropped after packing");
   const size_t i = static_cast<size_t>(r * cols_ + c);
   switch (type_) {
     case WeightType::F32:

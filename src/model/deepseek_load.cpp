@@ -189,11 +189,15 @@ void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
   // One rank per model instance reports (tp rank 0 of each replica).
   LoadProgress progress(c.num_hidden_layers + (with_mtp ? 1 : 0), lay.tp_rank == 0);
   // Each weight gets the kernels' packed copy (kernels::prepare) as soon as it is loaded, so that
-  // the memory check after each layer sees what the layers really hold. Embeddings: only rows
-  // are read (embed()), nothing to pack.
+  // the memory check after each layer sees what the layers really hold; where that copy serves
+  // every product, the row-major values go at once (a bf16 weight is then held once). Embeddings:
+  // only rows are read (embed()), nothing to pack.
   const auto hold = [this](Weight& w, bool packable = true) {
-    if (packable) kernels::prepare(w);
     value_bytes_ += w.bytes();
+    if (packable) {
+      kernels::prepare(w);
+      kernels::drop_row_major_if_unneeded(w);
+    }
     resident_bytes_ += w.bytes() + w.packed_bytes;
   };
   embedding_ = load_owned(loader, lay, {"model.embed_tokens.weight", WeightKind::Embedding, V, H});

@@ -56,7 +56,9 @@ class Walker {
     const bool fp8_stored = cfg_.fp8_block_quantized && stored_fp8_(first.name);
     const WeightType type = held_type(format_, first.kind, cfg_.fp8_block_quantized, fp8_stored);
     const int64_t bytes = held_bytes(type, blocks);
-    if (packs && kernels::packs(type)) packed_ += bytes;
+    int64_t rows = 0;
+    for (const Block& b : blocks) rows += b.rows;
+    if (packs) count_packed(type, 1, bytes, rows, blocks.front().cols);
     return bytes;
   }
   int64_t one(const SplitTensor& t, bool packs = true) { return stacked({t}, packs); }
@@ -69,11 +71,12 @@ class Walker {
            one({prefix + "down_proj.weight", down, H, inter});
   }
 
-  // A float32/bf16 matrix created by the loader itself (the router, W_UK / W_UV).
-  int64_t dense(WeightType type, int64_t values) {
-    const int64_t bytes = values * (type == WeightType::F32 ? 4 : 2);
-    if (kernels::packs(type)) packed_ += bytes;
-    return bytes;
+  // `count` float32/bf16 matrices of rows x cols created by the loader itself (the router,
+  // W_UK / W_UV).
+  int64_t dense(WeightType type, int64_t count, int64_t rows, int64_t cols) {
+    const int64_t bytes = rows * cols * (type == WeightType::F32 ? 4 : 2);
+    count_packed(type, count, bytes, rows, cols);
+    return count * bytes;
   }
 
   void attention(int64_t layer, RankWeights& w) {
@@ -96,7 +99,8 @@ class Walker {
     w.kv_b += kv_b;
     w.attention += kv_b;
     const int64_t local_heads = owned_range(layout_, WeightKind::QB, heads).size();
-    const int64_t absorbed = dense(format_.dtype, local_heads * c.kv_lora_rank * (nope + v));
+    const int64_t absorbed = dense(format_.dtype, local_heads, c.kv_lora_rank, nope) +
+                             dense(format_.dtype, local_heads, v, c.kv_lora_rank);
     w.absorbed += absorbed;
     w.attention += absorbed;
     w.attention += one({p + "o_proj.weight", WeightKind::O, H, heads * v, v});
@@ -105,7 +109,7 @@ class Walker {
   void moe(int64_t layer, RankWeights& w) {
     const ModelConfig& c = cfg_;
     const std::string p = fmt::format("model.layers.{}.mlp.", layer);
-    w.router += dense(WeightType::F32, c.n_routed_experts * c.hidden_size);
+    w.router += dense(WeightType::F32, 1, c.n_routed_experts, c.hidden_size);
     const Range experts = owned_range(layout_, WeightKind::RoutedExperts, c.n_routed_experts);
     ++w.moe_layers;
     w.experts_held = experts.size();
@@ -122,6 +126,15 @@ class Walker {
   int64_t packed() const { return packed_; }
 
  private:
+  // The packed copies of `count` weights of rows x cols holding `bytes` of values each, where
+  // packing makes them: more memory, except that where the loader then drops the row-major
+  // values (kernels::packed_copy_serves_all) a copy takes their place and adds only its padding.
+  void count_packed(WeightType type, int64_t count, int64_t bytes, int64_t rows, int64_t cols) {
+    const int64_t copy = kernels::packed_copy_bytes(type, rows, cols);
+    if (copy == 0) return;
+    packed_ += count * (kernels::packed_copy_serves_all(type, rows, cols) ? copy - bytes : copy);
+  }
+
   const ModelConfig& cfg_;
   const RankLayout& layout_;
   const WeightFormat& format_;

@@ -34,21 +34,17 @@ std::vector<RankLayout> ranks_of(const LayoutCase& c) {
   return ranks;
 }
 
-// The values must match exactly. The resident bytes add oneDNN's packed copies, which the
-// footprint estimates at the values' size: oneDNN pads each matrix to its register blocks (64
-// columns, ...), which on these tiny shards (16 columns of an expert at tp 2) adds up to a third,
-// on real shapes under 1 %. The loose bound still catches copies left uncounted or counted twice;
-// shapes of no power of two (check_resident false) pad by up to half.
+// The values and the resident bytes must match exactly: the footprint asks oneDNN for the size of
+// each packed copy (it pads each matrix to its register blocks: 64 rows by 16 words), and counts
+// a copy that replaces the row-major values (kernels::packed_copy_serves_all) by its padding only.
 const std::vector<WeightFormat> kEveryFormat = {
     {WeightType::F32, Quantization::None},       {WeightType::BF16, Quantization::None},
     {WeightType::BF16, Quantization::Fp8},       {WeightType::F32, Quantization::Int8},
     {WeightType::BF16, Quantization::Auto},      {WeightType::BF16, Quantization::Fp8, true},
     {WeightType::BF16, Quantization::Int8, true}};
 
-void expect_footprint_matches_loader(const std::filesystem::path& dir, bool check_resident,
-                                     bool with_mtp = false,
+void expect_footprint_matches_loader(const std::filesystem::path& dir, bool with_mtp = false,
                                      const std::vector<WeightFormat>& formats = kEveryFormat) {
-  constexpr double kResidentTolerance = 0.35;
   const ModelConfig cfg = ModelConfig::load(dir);
   const StoredFp8 stored = stored_fp8_of(dir);
   for (const LayoutCase& layout : {LayoutCase{1, 1, false}, LayoutCase{2, 1, false},
@@ -63,11 +59,7 @@ void expect_footprint_matches_loader(const std::filesystem::path& dir, bool chec
         const DeepseekModel model(dir, requested, rank, with_mtp);
         const RankWeights w = rank_weights(cfg, rank, format, stored, with_mtp);
         EXPECT_EQ(static_cast<int64_t>(model.weight_value_bytes()), w.values());
-        // oneDNN pads its blocked copy; without AVX512_BF16 it packs no bf16 weight at all.
-        const auto resident = static_cast<double>(model.resident_weight_bytes());
-        if (check_resident && model.resident_weight_bytes() > model.weight_value_bytes()) {
-          EXPECT_NEAR(resident, static_cast<double>(w.resident()), kResidentTolerance * resident);
-        }
+        EXPECT_EQ(static_cast<int64_t>(model.resident_weight_bytes()), w.resident());
       }
     }
   }
@@ -88,22 +80,22 @@ class Footprint : public ::testing::Test {
 
 TEST_F(Footprint, MatchesTheLoaderOnTheGoldenModels) {
   for (const char* model : {"tiny-v2", "tiny-v3", "tiny-v3-fp8"})
-    expect_footprint_matches_loader(std::filesystem::path("tests/data/models") / model, true);
+    expect_footprint_matches_loader(std::filesystem::path("tests/data/models") / model);
 }
 
 // Dimensions that are not multiples of 128 or of the rank count: shards inside FP8 blocks.
 TEST_F(Footprint, MatchesTheLoaderOnOddShapesInFp8) {
-  expect_footprint_matches_loader(made_model("odd-v3.json", RandomWeightFormat::FP8), false);
+  expect_footprint_matches_loader(made_model("odd-v3.json", RandomWeightFormat::FP8));
 }
 
 // The multi-token-prediction layer, whose embedding and head copies the loader shares.
 TEST_F(Footprint, MatchesTheLoaderWithTheMtpLayer) {
-  expect_footprint_matches_loader("models/brown-tiny-mtp", false, /*with_mtp=*/true,
+  expect_footprint_matches_loader("models/brown-tiny-mtp", /*with_mtp=*/true,
                                   {{WeightType::BF16, Quantization::Fp8}});
 }
 
 TEST_F(Footprint, MatchesTheLoaderWithoutQLoraAndWithTiedEmbeddings) {
-  expect_footprint_matches_loader(made_model("odd-v2-lite.json", RandomWeightFormat::BF16), false);
+  expect_footprint_matches_loader(made_model("odd-v2-lite.json", RandomWeightFormat::BF16));
 }
 
 // --weight-packing off: the loader and the footprint hold and count every weight once (and with
@@ -130,6 +122,24 @@ TEST_F(Footprint, WithoutPackingEveryWeightIsHeldOnce) {
     }
   }
   kernels::use_weight_packing(true);
+}
+
+// With packing on and the bf16 path serving both classes, a bf16 model's packed copies replace
+// its row-major values: it holds each weight once (plus oneDNN's padding), as with packing off.
+TEST_F(Footprint, PackingHoldsABf16WeightOnceWhereItsCopyServesEveryProduct) {
+  if (!kernels::packed_copy_serves_all(WeightType::BF16, 64, 64)) {
+    GTEST_SKIP() << "the bf16 GEMM path does not serve both classes on this CPU";
+  }
+  const std::filesystem::path dir = "models/brown-tiny";
+  const RankLayout rank = ranks_of(LayoutCase{1, 1, false}).front();
+  const WeightFormat bf16{WeightType::BF16, Quantization::None};
+  kernels::use_weight_packing(false);
+  const DeepseekModel unpacked(dir, bf16, rank);
+  kernels::use_weight_packing(true);
+  const DeepseekModel packed(dir, bf16, rank);
+  EXPECT_EQ(packed.weight_value_bytes(), unpacked.resident_weight_bytes());
+  EXPECT_LT(static_cast<double>(packed.resident_weight_bytes()),
+            1.05 * static_cast<double>(unpacked.resident_weight_bytes()));
 }
 
 // The model cards' figures: DeepSeek-V3 is 671 B parameters without its MTP layer, served in

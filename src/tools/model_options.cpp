@@ -77,14 +77,15 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
   }
   cmd.add_option("--weight-packing", weight_packing,
                  "on: each float32 weight, and each bf16 weight while the bf16 GEMM path is "
-                 "in use (--kernels), is also held in oneDNN's packed layout for the GEMMs of "
-                 "prefill and large batches, about twice the weight memory; off: one row-major "
-                 "copy that both kernels read (the hand-written GEMV then serves up to 32 rows), "
-                 "half the memory, at a cost in prefill speed that grows as the experts' rows per "
-                 "step shrink (a lone 512-token prompt of a fine-grained MoE measured ~25 % "
-                 "slower, batch-32 decode no slower); auto: on where the host's MemAvailable holds "
-                 "its ranks' weights, packed copies and KV caches with a tenth to spare, else off "
-                 "(logged). FP8/INT8 weights are never packed")
+                 "in use (--kernels), gets a copy in oneDNN's packed layout, which serves every "
+                 "product of a bf16 weight when the bf16 path serves both shape classes (the "
+                 "row-major values are then dropped: one copy, the fastest kernels) and prefill "
+                 "and large batches otherwise (about twice the weight memory); off: one "
+                 "row-major copy that every kernel reads (the row-major GEMV then serves up to 32 "
+                 "rows), slower in decode and in prefill (a lone 512-token prompt of a "
+                 "fine-grained MoE measured ~25 % slower); auto: on where the host's MemAvailable "
+                 "holds its ranks' weights, packed copies and KV caches with a tenth to spare, "
+                 "else off (logged). FP8/INT8 weights are never packed")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->each([](const std::string& choice) { kernels::use_weight_packing(choice != "off"); })
       ->capture_default_str();
