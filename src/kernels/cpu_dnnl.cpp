@@ -309,21 +309,29 @@ MLASERVE_AVX512_BF16 void pack_bf16_block(const Weight& w, int64_t n0, int64_t n
   }
 }
 
-// Whether oneDNN's matmul of `type` wants rows x k weights in the layout pack_*_block write
-// (asked once per shape: creating a primitive descriptor costs more than a small expert's GEMM).
-bool packed_layout_known(int64_t rows, int64_t k, memory::data_type type) {
-  if (!cpu_has_avx512()) return false;
+// The layout oneDNN's matmul of `type` wants for rows x k weights ([k, rows] in its terms), asked
+// once per shape: creating a primitive descriptor costs more than a small expert's GEMM.
+memory::desc preferred_weights_desc(int64_t rows, int64_t k, memory::data_type type) {
   static std::mutex mutex;
-  static std::map<std::tuple<int64_t, int64_t, memory::data_type>, bool> known;
+  static std::map<std::tuple<int64_t, int64_t, memory::data_type>, memory::desc> known;
   const std::lock_guard lock(mutex);
-  const auto [it, added] = known.try_emplace({rows, k, type}, false);
-  if (added) {
+  auto it = known.find({rows, k, type});
+  if (it == known.end()) {
     const Shape shape{kPackingProbeRows, rows, k, type, rows};
     const memory::desc any({k, rows}, type, Tag::any);
-    it->second =
-        matmul_desc(shape, any).weights_desc() == memory::desc({k, rows}, type, packed_tag(type));
+    it = known.emplace(std::tuple{rows, k, type}, matmul_desc(shape, any).weights_desc()).first;
   }
   return it->second;
+}
+
+// Whether that layout is the one pack_*_block write.
+bool packed_layout_known(int64_t rows, int64_t k, memory::data_type type) {
+  return cpu_has_avx512() &&
+         preferred_weights_desc(rows, k, type) == memory::desc({k, rows}, type, packed_tag(type));
+}
+
+memory::data_type packed_type(WeightType type) {
+  return type == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
 }
 
 // out[i] = in[i] as float32 for i < count (exact: a bf16 is the high half of its float32).
@@ -416,16 +424,12 @@ void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
 }  // namespace
 
 std::shared_ptr<void> dnnl_pack(const Weight& w) {
-  const memory::data_type type =
-      w.type() == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
-  const Shape shape{kPackingProbeRows, w.rows(), w.cols(), type, w.rows()};
-  const memory::desc any({w.cols(), w.rows()}, shape.type, Tag::any);
-  const memory::desc packed_desc = matmul_desc(shape, any).weights_desc();
-  memory row_major(row_major_weight_desc(w.rows(), w.cols(), shape.type), cpu_engine(),
+  const memory::data_type type = packed_type(w.type());
+  const memory::desc packed_desc = preferred_weights_desc(w.rows(), w.cols(), type);
+  memory row_major(row_major_weight_desc(w.rows(), w.cols(), type), cpu_engine(),
                    const_cast<void*>(weight_data(w)));
-  const bool bf16_blocked =
-      shape.type == memory::data_type::bf16 &&
-      packed_desc == memory::desc({w.cols(), w.rows()}, shape.type, packed_tag(shape.type));
+  const bool bf16_blocked = type == memory::data_type::bf16 &&
+                            packed_layout_known(w.rows(), w.cols(), memory::data_type::bf16);
   std::shared_ptr<void> storage = packed_storage(packed_desc.get_size());
   auto packed = std::make_shared<PackedWeight>(
       PackedWeight{memory(packed_desc, cpu_engine(), storage.get()),
@@ -442,18 +446,7 @@ size_t dnnl_packed_bytes(const Weight& w) {
 }
 
 size_t dnnl_packed_size(WeightType type, int64_t rows, int64_t cols) {
-  static std::mutex mutex;
-  static std::map<std::tuple<WeightType, int64_t, int64_t>, size_t> sizes;
-  const std::lock_guard lock(mutex);
-  const auto [it, added] = sizes.try_emplace({type, rows, cols}, 0);
-  if (added) {
-    const memory::data_type dt =
-        type == WeightType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
-    const Shape shape{kPackingProbeRows, rows, cols, dt, rows};
-    it->second =
-        matmul_desc(shape, memory::desc({cols, rows}, dt, Tag::any)).weights_desc().get_size();
-  }
-  return it->second;
+  return preferred_weights_desc(rows, cols, packed_type(type)).get_size();
 }
 
 bool dnnl_packs_bf16_blocked(int64_t rows, int64_t cols) {
