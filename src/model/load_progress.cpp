@@ -46,12 +46,15 @@ void LoadProgress::check_memory(int64_t layers_done, size_t bytes_so_far,
   const double needed = static_cast<double>(resident_so_far) / done * left;
   if (available < 0 || needed <= available) return;
   const double packed = static_cast<double>(resident_so_far - bytes_so_far) / done * left;
+  // Named where the copies are a real share: a bf16 copy that replaced its row-major values
+  // adds only oneDNN's padding, which --weight-packing off would not save.
   const std::string packing =
-      packed > 0 ? fmt::format(
-                       " ({:.0f} MB of it oneDNN's packed copies: --weight-packing off holds "
-                       "one copy)",
-                       packed / 1e6)
-                 : "";
+      packed > 0.1 * needed
+          ? fmt::format(
+                " ({:.0f} MB of it oneDNN's packed copies: --weight-packing off holds "
+                "one copy)",
+                packed / 1e6)
+          : "";
   fail(
       "out of memory: after {} of {} layers ({:.0f} MB), the rest needs about {:.0f} MB more "
       "on this rank{}, but MemAvailable is {:.0f} MB; use more ranks (--tp), --quantization "
