@@ -1,7 +1,6 @@
 // oneDNN matmul with weights packed once at load. In oneDNN terms: src x [m, K], weights
 // [K, N] (our row-major W[N, K] is that matrix in format "ba"), dst y [m, N] f32.
 // One primitive per (m, N, K, type, packed) is created on first use and cached.
-#include <sys/mman.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include "kernels/gemv.h"
 #include "kernels/parallel.h"
 #include "kernels/q8_decode.h"
+#include "kernels/weight_buffer.h"
 
 namespace mlaserve::kernels {
 namespace {
@@ -31,10 +31,8 @@ using Tag = memory::format_tag;
 constexpr int64_t kPackingProbeRows = 128;
 
 struct PackedWeight {
-  memory weights;  // [K, N] in the layout the matmul primitive asked for
-  // The values when that layout is packed_tag(bf16), which gemv_packed_rows reads, else null
-  // (kept here: asking oneDNN for the handle on every product is a call into the library).
-  const bf16* bf16_blocked = nullptr;
+  memory weights;                 // [K, N] in the layout the matmul primitive asked for
+  bool bf16_blocked = false;      // that layout is packed_tag(bf16), which gemv_packed_rows reads
   std::shared_ptr<void> storage;  // weights' values (packed_storage)
 };
 
@@ -44,7 +42,6 @@ struct PackedWeight {
 // hardware prefetcher stops at each page end (a 1024 x 512 copy streamed at 24 GB/s that way,
 // 28 GB/s in a huge-page chunk). Made in load order, consecutive copies are mostly those a
 // step reads one after another. A chunk is freed with the last copy in it.
-constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kChunkBytes = 32 << 20;
 constexpr size_t kCopyAlignment = 4096;
 
@@ -56,10 +53,8 @@ std::shared_ptr<void> packed_storage(size_t bytes) {
   bytes = (bytes + kCopyAlignment - 1) / kCopyAlignment * kCopyAlignment;
   if (chunk == nullptr || used + bytes > chunk_bytes) {
     chunk_bytes = std::max(kChunkBytes, (bytes + kHugePage - 1) / kHugePage * kHugePage);
-    void* base = std::aligned_alloc(kHugePage, chunk_bytes);
-    if (base == nullptr) throw std::bad_alloc();
-    madvise(base, chunk_bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KB
-    chunk.reset(static_cast<std::byte*>(base), [](std::byte* p) { std::free(p); });
+    chunk.reset(static_cast<std::byte*>(allocate_huge_pages(chunk_bytes)),
+                [](std::byte* p) { std::free(p); });
     used = 0;
   }
   std::shared_ptr<void> slice(chunk, chunk.get() + used);  // shares the chunk's ownership
@@ -432,8 +427,7 @@ std::shared_ptr<void> dnnl_pack(const Weight& w) {
                             packed_layout_known(w.rows(), w.cols(), memory::data_type::bf16);
   std::shared_ptr<void> storage = packed_storage(packed_desc.get_size());
   auto packed = std::make_shared<PackedWeight>(
-      PackedWeight{memory(packed_desc, cpu_engine(), storage.get()),
-                   bf16_blocked ? static_cast<const bf16*>(storage.get()) : nullptr, storage});
+      PackedWeight{memory(packed_desc, cpu_engine(), storage.get()), bf16_blocked, storage});
   dnnl::stream stream(cpu_engine());
   dnnl::reorder(row_major, packed->weights).execute(stream, row_major, packed->weights);
   stream.wait();
@@ -460,7 +454,9 @@ bool dnnl_has_amx() {
 
 const bf16* dnnl_packed_bf16(const Weight& w) {
   const auto* packed = static_cast<const PackedWeight*>(w.packed.get());
-  return packed ? packed->bf16_blocked : nullptr;
+  // The values through `storage`: asking oneDNN for the handle on every product is a call into
+  // the library.
+  return packed && packed->bf16_blocked ? static_cast<const bf16*>(packed->storage.get()) : nullptr;
 }
 
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {

@@ -64,10 +64,10 @@ const bf16* packed_copy(const MatmulJob& job) {
 // FP8/INT8 weights with float32 activations (exactness checks) take the dequantizing GEMM path
 // at every m: their GEMV would need a second set of kernels for a mode that is not about speed.
 // So do they on a CPU without AVX512_BF16 (or VBMI, for the GEMV's decode), where the GEMV
-// widens only bf16 weights.
-bool use_gemv(const MatmulJob& job) {
+// widens only bf16 weights. `packed`: packed_copy(job).
+bool use_gemv(const MatmulJob& job, const bf16* packed) {
   const Weight& w = *job.w;
-  if (w.row_major_dropped()) return packed_copy(job) != nullptr;
+  if (w.row_major_dropped()) return packed != nullptr;
   const bool supported = w.type() == WeightType::F32 || w.type() == WeightType::BF16
                              ? cpu_has_avx512() || cpu_has_avx2()
                              : rounds_x(w) && cpu_has_avx512_vbmi_bf16();
@@ -75,7 +75,7 @@ bool use_gemv(const MatmulJob& job) {
                                ? kMaxGemvRowsUnpacked
                                : kMaxGemvRows;
   return supported && w.cols() > 0 &&
-         (job.m <= max_rows || deterministic_kernels() || packed_copy(job) != nullptr);
+         (job.m <= max_rows || deterministic_kernels() || packed != nullptr);
 }
 
 // oneDNN runs every weight type on every x86-64 CPU: bf16 x bf16 where gemm_path() is Bf16Dot
@@ -87,12 +87,12 @@ bool use_dnnl() {
   return !reference_kernels_forced() && !deterministic_kernels();
 }
 
-GemvJob gemv_job(const MatmulJob& job) {
+GemvJob gemv_job(const MatmulJob& job, const bf16* packed) {
   const Weight& w = *job.w;
   const void* data = w.type() == WeightType::F32    ? static_cast<const void*>(w.f32())
                      : w.type() == WeightType::BF16 ? static_cast<const void*>(w.b16())
                                                     : static_cast<const void*>(w.codes());
-  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y, &w.scales(), packed_copy(job)};
+  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y, &w.scales(), packed};
 }
 
 // A job that does not go to the GEMV kernels.
@@ -130,15 +130,17 @@ void prepare(Weight& w) {
 }
 
 int64_t packed_copy_bytes(WeightType type, int64_t rows, int64_t cols) {
-  if (!packs(type) || !use_dnnl() || rows == 0 || cols == 0) return 0;
+  if (!packs(type) || rows == 0 || cols == 0) return 0;  // packs(): as prepare() decides
   return static_cast<int64_t>(dnnl_packed_size(type, rows, cols));
 }
 
 bool packed_copy_serves_all(WeightType type, int64_t rows, int64_t cols) {
+  // packs() is false in the deterministic and reference modes; gemm_choice() is f32 for both
+  // classes without AVX512_BF16.
   const GemmChoice choice = gemm_choice();
-  return type == WeightType::BF16 && packs(type) && use_dnnl() && cpu_has_avx512_bf16() &&
-         choice.mid == GemmPath::Bf16Dot && choice.large == GemmPath::Bf16Dot && rows > 0 &&
-         cols > 0 && dnnl_packs_bf16_blocked(rows, cols);
+  return type == WeightType::BF16 && packs(type) && choice.mid == GemmPath::Bf16Dot &&
+         choice.large == GemmPath::Bf16Dot && rows > 0 && cols > 0 &&
+         dnnl_packs_bf16_blocked(rows, cols);
 }
 
 bool drop_row_major_if_unneeded(Weight& w) {
@@ -158,8 +160,9 @@ void matmul_batch(std::span<const MatmulJob> jobs) {
   gemv_jobs.clear();
   for (const MatmulJob& job : jobs) {
     if (job.m == 0 || job.w->rows() == 0) continue;
-    if (use_gemv(job)) {
-      gemv_jobs.push_back(gemv_job(job));
+    const bf16* packed = packed_copy(job);
+    if (use_gemv(job, packed)) {
+      gemv_jobs.push_back(gemv_job(job, packed));
     } else {
       matmul_other(job);
     }

@@ -14,10 +14,21 @@
 
 namespace mlaserve::kernels {
 
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// `bytes` rounded up to whole huge pages, 2 MB-aligned and advised as transparent huge pages
+// (advice only: without THP the pages stay 4 KB). Freed with std::free.
+inline void* allocate_huge_pages(size_t bytes) {
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  madvise(p, rounded, MADV_HUGEPAGE);
+  return p;
+}
+
 template <class T>
 struct WeightAllocator {
   using value_type = T;
-  static constexpr size_t kHugePage = size_t{2} << 20;
 
   WeightAllocator() = default;
   template <class U>
@@ -26,10 +37,7 @@ struct WeightAllocator {
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
     if (bytes < kHugePage) return static_cast<T*>(::operator new(bytes));
-    void* p = std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
-    if (p == nullptr) throw std::bad_alloc();
-    madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KB
-    return static_cast<T*>(p);
+    return static_cast<T*>(allocate_huge_pages(bytes));
   }
   void deallocate(T* p, size_t n) {
     if (n * sizeof(T) < kHugePage) {

@@ -186,10 +186,7 @@ Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float*
       s.sampling.has_penalties() ? &spec_counts_.try_emplace(s.id).first->second : nullptr;
   const auto row = [&](int64_t r) {
     const std::span<const float> raw(rows + static_cast<size_t>(r) * V, V);
-    if (!counts) return raw;
-    penalised_row_.assign(raw.begin(), raw.end());
-    sampling::apply_penalties(penalised_row_, *counts, s.sampling);
-    return std::span<const float>(penalised_row_);
+    return counts ? penalised(raw, *counts, s.sampling) : raw;
   };
   // The uniform streams of the token at `position`: 0 accepts a draft, 1 draws instead.
   const auto u = [&](int64_t position, uint64_t stream) {
@@ -324,6 +321,15 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
   return logits;
 }
 
+// `row` with `counts`' penalties applied, in penalised_row_ (valid until the next call).
+std::span<const float> Worker::penalised(std::span<const float> row,
+                                         const sampling::TokenCounts& counts,
+                                         const sampling::SamplingParams& params) {
+  penalised_row_.assign(row.begin(), row.end());
+  sampling::apply_penalties(penalised_row_, counts, params);
+  return penalised_row_;
+}
+
 // A draft: the MTP row's argmax, on every rank of the group alike. With penalties the row is
 // penalised as the verify step will penalise the draft's row (the counts so far, this step's
 // kept tokens included, and the drafts before it), so that drafts the penalties would reject
@@ -336,9 +342,7 @@ int32_t Worker::draft_token(const PlannedSequence& s, const float* row,
   if (!s.sampling.has_penalties()) return sampling::argmax(raw);
   sampling::TokenCounts counts = spec_counts_[s.id];
   for (int32_t token : earlier_drafts) counts[token] += 1;
-  penalised_row_.assign(raw.begin(), raw.end());
-  sampling::apply_penalties(penalised_row_, counts, s.sampling);
-  return sampling::argmax(penalised_row_);
+  return sampling::argmax(penalised(raw, counts, s.sampling));
 }
 
 // The group leader samples: greedy without penalties needs no state; anything else uses the

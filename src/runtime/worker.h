@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <unordered_map>
 
 #include "cache/latent_kv_pool.h"
@@ -63,6 +64,8 @@ class Worker {
   std::vector<float> run_mtp(const StepPlan& plan, std::vector<Speculation>& spec);
   int32_t draft_token(const PlannedSequence& s, const float* row,
                       const std::vector<int32_t>& earlier_drafts);
+  std::span<const float> penalised(std::span<const float> row, const sampling::TokenCounts& counts,
+                                   const sampling::SamplingParams& params);
   SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
   void add_logprobs(const PlannedSequence& s, const float* row, int32_t token,
                     SequenceResult& r) const;
@@ -80,7 +83,7 @@ class Worker {
   // Speculating requests with penalties, on every rank of their group: the counts of the
   // tokens generated so far, which each rank updates alike from its own verification.
   std::unordered_map<uint64_t, sampling::TokenCounts> spec_counts_;
-  std::vector<float> penalised_row_;  // accept_drafts' scratch
+  std::vector<float> penalised_row_;  // penalised()'s scratch
 };
 
 }  // namespace mlaserve::runtime
