@@ -17,6 +17,7 @@ PACKAGES=(
   jq        # scripts/soak.sh reads the server's JSON and bench-serving's details with it
   iproute2  # ip netns / veth / tc for scripts/multihost.sh and its tests (util-linux's unshare too)
   nodejs    # Debian 12's Node 18 (or NodeSource's): tests/openai_sdk/ runs the official OpenAI SDK
+  python3-numpy  # tests/reference/deepseek_reference.py: the tests' float64 DeepSeek reference forward
 )
 # NodeSource's nodejs bundles npm and conflicts with Debian's npm package: ask for it only when
 # no npm is there.
