@@ -21,6 +21,8 @@ class ChatTemplate {
 
   // Renders with the top-level variables in `variables` (a JSON object).
   std::string render(const nlohmann::json& variables) const;
+  // The same with objects in the order written (tojson prints them so, as Python does).
+  std::string render(const nlohmann::ordered_json& variables) const;
 
  private:
   std::shared_ptr<const jinja::Template> template_;

@@ -143,32 +143,47 @@ void append_json(const Value& value, int indent, int depth, int line, std::strin
 
 }  // namespace
 
-Value Value::from_json(const nlohmann::json& json) {
+namespace {
+
+// Either JSON flavour: objects keep their keys' order (sorted for nlohmann::json, as written for
+// nlohmann::ordered_json).
+template <typename Json>
+Value value_of_json(const Json& json) {
   switch (json.type()) {
-    case nlohmann::json::value_t::null:
+    case Json::value_t::null:
       return nullptr;
-    case nlohmann::json::value_t::boolean:
-      return json.get<bool>();
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned:
-      return json.get<int64_t>();
-    case nlohmann::json::value_t::number_float:
-      return json.get<double>();
-    case nlohmann::json::value_t::string:
-      return json.get<std::string>();
-    case nlohmann::json::value_t::array: {
+    case Json::value_t::boolean:
+      return json.template get<bool>();
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+      return json.template get<int64_t>();
+    case Json::value_t::number_float:
+      return json.template get<double>();
+    case Json::value_t::string:
+      return json.template get<std::string>();
+    case Json::value_t::array: {
       List list;
-      for (const auto& item : json) list.push_back(from_json(item));
+      for (const auto& item : json) list.push_back(value_of_json(item));
       return list;
     }
-    case nlohmann::json::value_t::object: {
+    case Json::value_t::object: {
       Dict dict;
-      for (const auto& [key, item] : json.items()) dict.emplace_back(key, from_json(item));
+      for (const auto& [key, item] : json.items()) dict.emplace_back(key, value_of_json(item));
       return dict;
     }
     default:
       fail("chat template variables: JSON value {} has no template equivalent", json.dump());
   }
+}
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::json& json) {
+  return value_of_json(json);
+}
+
+Value Value::from_json(const nlohmann::ordered_json& json) {
+  return value_of_json(json);
 }
 
 int64_t Value::as_int() const {

@@ -56,6 +56,7 @@ class Value {
   Value(std::shared_ptr<Namespace> ns) : storage_(std::move(ns)) {}
 
   static Value from_json(const nlohmann::json& json);
+  static Value from_json(const nlohmann::ordered_json& json);  // keys in the order written
 
   bool is_undefined() const { return std::holds_alternative<Undefined>(storage_); }
   bool is_none() const { return std::holds_alternative<std::nullptr_t>(storage_); }

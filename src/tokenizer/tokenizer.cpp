@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/deepseek_v32_encoding.h"
 #include "tokenizer/tokenizer_state.h"
 #include "tokenizer/utf8.h"
 
@@ -14,7 +15,8 @@ std::optional<int32_t> TokenizerState::find_token(std::string_view token) const 
   return model.vocabulary().find(token);
 }
 
-Tokenizer::Tokenizer(std::shared_ptr<const TokenizerState> state) : state_(std::move(state)) {}
+Tokenizer::Tokenizer(std::shared_ptr<const TokenizerState> state)
+    : state_(std::move(state)), chat_(state_, &state_->chat) {}
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   if (const auto bad = utf8::first_invalid_offset(text)) {
@@ -103,26 +105,101 @@ bool Tokenizer::is_special(int32_t id) const {
 }
 
 bool Tokenizer::has_chat_template() const {
-  return state_->chat.chat_template.has_value() || !state_->chat.unusable_reason.empty();
+  return chat_->kind != ChatFormatKind::None;
+}
+
+ChatFormatKind Tokenizer::chat_format() const {
+  return chat_->kind;
+}
+
+bool Tokenizer::hybrid_thinking() const {
+  if (chat_->kind == ChatFormatKind::DeepseekV32) return true;
+  return chat_->kind == ChatFormatKind::Jinja &&
+         (chat_->source.find("thinking is defined") != std::string::npos ||
+          chat_->source.find("enable_thinking") != std::string::npos);
+}
+
+Tokenizer Tokenizer::with_chat_template(std::string source) const {
+  Tokenizer copy = *this;
+  if (source == kDeepseekV32FormatName) {
+    auto setup = std::make_shared<ChatTemplateSetup>();
+    setup->kind = ChatFormatKind::DeepseekV32;
+    setup->special_token_variables = chat_->special_token_variables;
+    copy.chat_ = std::move(setup);
+  } else {
+    copy.chat_ = std::make_shared<const ChatTemplateSetup>(
+        chat_setup_from_source(chat_->special_token_variables, std::move(source)));
+  }
+  return copy;
+}
+
+namespace {
+
+// DeepSeek-V3.2's encoder takes the tools in a system message: the first one, else a new one.
+nlohmann::ordered_json with_tools_in_system(const ChatInput& input) {
+  nlohmann::ordered_json messages = input.messages;
+  if (input.tools.is_null() || input.tools.empty()) return messages;
+  if (!messages.empty() && messages[0].is_object() && messages[0].value("role", "") == "system") {
+    messages[0]["tools"] = input.tools;
+  } else {
+    messages.insert(messages.begin(),
+                    nlohmann::ordered_json{{"role", "system"}, {"tools", input.tools}});
+  }
+  return messages;
+}
+
+}  // namespace
+
+std::string Tokenizer::render_chat(const ChatInput& input) const {
+  const ChatTemplateSetup& chat = *chat_;
+  if (!input.messages.is_array())
+    fail("chat messages must be a JSON array, got {}", input.messages.type_name());
+  if (!input.kwargs.is_object()) fail("chat template kwargs must be a JSON object");
+  if (chat.kind == ChatFormatKind::DeepseekV32) {
+    dsv32::EncodeOptions options;
+    options.thinking_mode = thinking_requested(input.kwargs) ? dsv32::ThinkingMode::Thinking
+                                                             : dsv32::ThinkingMode::Chat;
+    return dsv32::encode_messages(with_tools_in_system(input), options);
+  }
+  if (!chat.unusable_reason.empty()) fail("cannot use the chat template: {}", chat.unusable_reason);
+  if (!chat.chat_template) fail("the tokenizer has no chat template");
+  nlohmann::ordered_json variables =
+      nlohmann::ordered_json::parse(chat.special_token_variables.dump());
+  for (const auto& [name, value] : input.kwargs.items()) {
+    if (is_reserved_chat_variable(name))
+      fail("chat template kwargs may not set '{}', which the server passes itself", name);
+    variables[name] = value;
+  }
+  variables["messages"] = input.messages;
+  variables["add_generation_prompt"] = input.add_generation_prompt;
+  if (!input.tools.is_null()) variables["tools"] = input.tools;
+  return chat.chat_template->render(variables);
 }
 
 std::string Tokenizer::apply_chat_template(const nlohmann::json& messages,
                                            bool add_generation_prompt,
                                            const nlohmann::json* tools) const {
-  const ChatTemplateSetup& chat = state_->chat;
-  if (!chat.unusable_reason.empty()) fail("cannot use the chat template: {}", chat.unusable_reason);
-  if (!chat.chat_template) fail("the tokenizer has no chat template");
   if (!messages.is_array())
     fail("chat messages must be a JSON array, got {}", messages.type_name());
-  nlohmann::json variables = chat.special_token_variables;
-  variables["messages"] = messages;
-  variables["add_generation_prompt"] = add_generation_prompt;
-  if (tools) variables["tools"] = *tools;
-  return chat.chat_template->render(variables);
+  if (chat_->kind == ChatFormatKind::Jinja) {
+    const ChatTemplateSetup& chat = *chat_;
+    if (!chat.unusable_reason.empty())
+      fail("cannot use the chat template: {}", chat.unusable_reason);
+    nlohmann::json variables = chat.special_token_variables;
+    variables["messages"] = messages;
+    variables["add_generation_prompt"] = add_generation_prompt;
+    if (tools) variables["tools"] = *tools;
+    return chat.chat_template->render(variables);
+  }
+  ChatInput input;
+  input.messages = nlohmann::ordered_json::parse(messages.dump());
+  if (tools) input.tools = nlohmann::ordered_json::parse(tools->dump());
+  input.add_generation_prompt = add_generation_prompt;
+  return render_chat(input);
 }
 
 const std::string& Tokenizer::chat_template_source() const {
-  return state_->chat.source;
+  return chat_->source;
 }
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)

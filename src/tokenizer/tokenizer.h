@@ -13,9 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/chat_format.h"
+
 namespace mlaserve::tokenizer {
 
 struct TokenizerState;
+struct ChatTemplateSetup;
 
 // Immutable once loaded and cheap to copy (copies share the loaded tables); encode and decode
 // may run on several threads at once.
@@ -45,8 +48,22 @@ class Tokenizer {
   bool is_special(int32_t id) const;  // dropped by skip_special_tokens
 
   // True when tokenizer_config has a chat template, even one outside the supported Jinja subset
-  // (apply_chat_template then says what is unsupported).
+  // (apply_chat_template then says what is unsupported), or a built-in format replaces it.
   bool has_chat_template() const;
+  // Which format renders chats: a Jinja template, or (a model directory whose config.json says
+  // model_type deepseek_v32 and that has no template) the built-in DeepSeek-V3.2 encoder.
+  ChatFormatKind chat_format() const;
+  // True when the chat format switches thinking on and off by chat_template_kwargs (a template
+  // that reads "thinking" or "enable_thinking", such as DeepSeek-V3.1's; DeepSeek-V3.2's format).
+  bool hybrid_thinking() const;
+  // This tokenizer with another chat format (serve --chat-template): `source` is a Jinja
+  // template's text, or "deepseek-v32" for the built-in DeepSeek-V3.2 encoder.
+  Tokenizer with_chat_template(std::string source) const;
+  // Renders a chat with the chat format. Jinja templates get the variables HF passes plus the
+  // input's kwargs (one named like those is an Error); DeepSeek-V3.2's encoder is in thinking
+  // mode when thinking_requested(kwargs), and the tools join the first system message (a system
+  // message is put first when there is none), as SGLang and vLLM pass them.
+  std::string render_chat(const ChatInput& input) const;
   // Renders the chat template for `messages` (a JSON array of {role, content, ...}) with the
   // variables HF passes: messages, add_generation_prompt, bos_token, eos_token, pad_token,
   // unk_token, and `tools` (OpenAI function definitions) when given.
@@ -59,6 +76,7 @@ class Tokenizer {
   explicit Tokenizer(std::shared_ptr<const TokenizerState> state);
   void check_id(int32_t id) const;
   std::shared_ptr<const TokenizerState> state_;
+  std::shared_ptr<const ChatTemplateSetup> chat_;  // the state's, or --chat-template's
 };
 
 // Decodes a stream of ids one at a time (for streaming generation): each push returns the text

@@ -1,4 +1,5 @@
 // Tokenizer::load: reads tokenizer.json and tokenizer_config.json into a TokenizerState.
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -122,21 +123,50 @@ std::optional<std::string> read_template_source(const json& config, const fs::pa
   return read_file(separate_file);
 }
 
-ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
+// DeepSeek-V3.2 ships no chat template: the model's config.json beside the tokenizer names the
+// architecture whose built-in format replaces it.
+bool is_deepseek_v32_model(const fs::path& dir) {
+  const fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path)) return false;
+  const json config = read_json_file(config_path);
+  if (!config.is_object()) return false;
+  if (config.value("model_type", json()) == "deepseek_v32") return true;
+  const json architectures = config.value("architectures", json());
+  return architectures.is_array() &&
+         std::any_of(architectures.begin(), architectures.end(),
+                     [](const json& name) { return name == "DeepseekV32ForCausalLM"; });
+}
+
+}  // namespace
+
+ChatTemplateSetup chat_setup_from_source(json special_token_variables, std::string source) {
   ChatTemplateSetup setup;
-  for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
-    if (const auto token = config_token(config, key)) setup.special_token_variables[key] = *token;
-  }
-  const std::optional<std::string> source = read_template_source(config, dir);
-  if (!source) return setup;
-  setup.source = *source;
+  setup.special_token_variables = std::move(special_token_variables);
+  setup.kind = ChatFormatKind::Jinja;
+  setup.source = std::move(source);
   // A template this interpreter cannot parse must not stop encode/decode from working, so the
   // error is kept and raised when the template is used.
   try {
-    setup.chat_template.emplace(*source);
+    setup.chat_template.emplace(setup.source);
   } catch (const Error& e) {
     setup.unusable_reason = e.what();
   }
+  return setup;
+}
+
+namespace {
+
+ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
+  json special_token_variables = json::object();
+  for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
+    if (const auto token = config_token(config, key)) special_token_variables[key] = *token;
+  }
+  if (std::optional<std::string> source = read_template_source(config, dir)) {
+    return chat_setup_from_source(std::move(special_token_variables), std::move(*source));
+  }
+  ChatTemplateSetup setup;
+  setup.special_token_variables = std::move(special_token_variables);
+  if (is_deepseek_v32_model(dir)) setup.kind = ChatFormatKind::DeepseekV32;
   return setup;
 }
 

@@ -7,6 +7,7 @@
 
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/chat_format.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/pre_tokenizer.h"
 
@@ -19,13 +20,18 @@ struct SpecialTokenIds {
 };
 
 // What a chat template can use: the template (or why it could not be parsed) and the
-// special-token variables.
+// special-token variables; or the built-in format that replaces a template.
 struct ChatTemplateSetup {
+  ChatFormatKind kind = ChatFormatKind::None;
   std::optional<ChatTemplate> chat_template;
   std::string unusable_reason;  // set when tokenizer_config has a template that does not parse
   std::string source;           // the template's text, as configured
   nlohmann::json special_token_variables = nlohmann::json::object();
 };
+
+// A Jinja template's setup from its text (kept unusable, with the reason, if it does not parse).
+ChatTemplateSetup chat_setup_from_source(nlohmann::json special_token_variables,
+                                         std::string source);
 
 struct TokenizerState {
   // Sets up the added-token matchers; the other members are filled in by the loader.
