@@ -1,7 +1,9 @@
 // Continuous batching end to end (issue 5) on brown-tiny in float32: many concurrent requests of
 // mixed lengths each get the tokens they get alone; a KV pool far too small for them forces
 // retractions without changing any output; long prompts prefilled in chunks beside running
-// decodes (mixed steps) change nothing; a shared prompt prefix comes from the radix cache.
+// decodes (mixed steps) change nothing; a shared prompt prefix comes from the radix cache. The
+// same on brown-tiny-dsa (DeepSeek Sparse Attention, index_topk 32): most of these sequences
+// are longer than 32 tokens, so their index keys travel through the cache with the latents.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -178,6 +180,18 @@ TEST(Batching, SharedPrefixIsServedFromTheRadixCache) {
 }
 TEST(Batching, SharedPrefixFindsItsGroupUnderDpAttention) {
   expect_shared_prefix_reused("--tp 2 --dp 2 --enable-dp-attention");  // the default balancer
+}
+
+const std::string kSparseModel = "--model models/brown-tiny-dsa ";
+
+TEST(Batching, SparseAttentionRequestsEqualTheirAloneOutputs) {
+  expect_batched_equals_alone(kSparseModel, mixed_jobs(32));
+}
+TEST(Batching, SparseAttentionRetractionKeepsOutputsWithDpAttention) {
+  expect_retraction_keeps_outputs(kSparseModel + "--tp 2 --dp 2 --enable-dp-attention");
+}
+TEST(Batching, SparseAttentionSharedPrefixIsServedFromTheRadixCache) {
+  expect_shared_prefix_reused(kSparseModel);
 }
 
 // A request the KV pool can never hold is refused with a 400 naming the limit, and the server

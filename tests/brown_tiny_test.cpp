@@ -70,33 +70,6 @@ INSTANTIATE_TEST_SUITE_P(Layouts, BrownTinyReference,
                                                      : std::string("tp2_dp2_dp_attention");
                          });
 
-struct PerplexityResult {
-  CommandResult command;
-  std::string stdout_last_line;
-  double mean_nll = NAN, perplexity = NAN;
-};
-
-// Runs `mlaserve <args>` with its stdout into `stdout_file`; the result's output is stderr.
-CommandResult run_mlaserve(const std::string& args, const std::filesystem::path& stdout_file) {
-  return run_command("{ " + mlaserve_bin() + " " + args + " > " + stdout_file.string() + "; }");
-}
-
-// Runs `mlaserve perplexity`; the result line must be the last line of stdout.
-PerplexityResult run_perplexity(const std::string& args, const TempDir& tmp) {
-  PerplexityResult r;
-  r.command = run_mlaserve("perplexity " + args, tmp / "stdout.txt");
-  std::ifstream out(tmp / "stdout.txt");
-  for (std::string line; std::getline(out, line);) r.stdout_last_line = line;
-  r.command.output += "\nlast line of stdout: " + r.stdout_last_line;
-  std::smatch m;
-  static const std::regex kLine(R"(mean_nll=([0-9.]+) perplexity=([0-9.]+))");
-  if (std::regex_match(r.stdout_last_line, m, kLine)) {
-    r.mean_nll = std::stod(m[1]);
-    r.perplexity = std::stod(m[2]);
-  }
-  return r;
-}
-
 // The 20,000 validation tokens in the reference's windows (255 tokens: --context 256), float32
 // weights.
 void check_validation_nll(const std::string& flags) {

@@ -25,25 +25,50 @@ void* aligned_bytes(int64_t bytes) {
 }  // namespace
 
 LatentKvPool::LatentKvPool(int64_t n_layers, int64_t row_dim, int64_t capacity_tokens,
-                           KvDtype dtype)
-    : n_layers_(n_layers), row_dim_(row_dim), capacity_(capacity_tokens), dtype_(dtype) {
+                           KvDtype dtype, int64_t index_dim)
+    : n_layers_(n_layers), capacity_(capacity_tokens), dtype_(dtype) {
   check_capacity(capacity_tokens);
-  const int64_t rows = n_layers_ * capacity_;
-  values_.reset(static_cast<uint8_t*>(aligned_bytes(rows * row_dim_ * kv_value_bytes(dtype))));
-  if (dtype == KvDtype::Fp8E4m3)
-    scales_.reset(static_cast<float*>(aligned_bytes(rows * int64_t{sizeof(float)})));
+  allocate(latent_, row_dim);
+  if (index_dim > 0) allocate(index_, index_dim);
+}
+
+void LatentKvPool::allocate(Rows& rows, int64_t row_dim) const {
+  const int64_t n = n_layers_ * capacity_;
+  rows.row_dim = row_dim;
+  rows.values.reset(static_cast<uint8_t*>(aligned_bytes(n * row_dim * kv_value_bytes(dtype_))));
+  if (dtype_ == KvDtype::Fp8E4m3)
+    rows.scales.reset(static_cast<float*>(aligned_bytes(n * int64_t{sizeof(float)})));
+}
+
+void LatentKvPool::write(Rows& rows, int64_t l, int64_t slot, const float* row) const {
+  const int64_t index = l * capacity_ + slot;
+  encode_kv_row(dtype_, row, rows.row_dim,
+                rows.values.get() + index * rows.row_dim * kv_value_bytes(dtype_),
+                rows.scales ? rows.scales.get() + index : nullptr);
+}
+
+KvRows LatentKvPool::view(const Rows& rows, int64_t l) const {
+  const int64_t first = l * capacity_;
+  return {dtype_, rows.row_dim, rows.values.get() + first * rows.row_dim * kv_value_bytes(dtype_),
+          rows.scales ? rows.scales.get() + first : nullptr};
 }
 
 void LatentKvPool::write_row(int64_t l, int64_t slot, const float* row) {
-  const int64_t index = l * capacity_ + slot;
-  encode_kv_row(dtype_, row, row_dim_, values_.get() + index * row_dim_ * kv_value_bytes(dtype_),
-                scales_ ? scales_.get() + index : nullptr);
+  write(latent_, l, slot, row);
 }
 
 KvRows LatentKvPool::layer(int64_t l) const {
-  const int64_t first = l * capacity_;
-  return {dtype_, row_dim_, values_.get() + first * row_dim_ * kv_value_bytes(dtype_),
-          scales_ ? scales_.get() + first : nullptr};
+  return view(latent_, l);
+}
+
+void LatentKvPool::write_index_key(int64_t l, int64_t slot, const float* key) {
+  if (!index_.values) fail("internal: an index key written to a KV pool without index keys");
+  write(index_, l, slot, key);
+}
+
+KvRows LatentKvPool::index_keys(int64_t l) const {
+  if (!index_.values) fail("internal: index keys read from a KV pool without them");
+  return view(index_, l);
 }
 
 SlotAllocator::SlotAllocator(int64_t capacity_tokens) : capacity_(capacity_tokens) {

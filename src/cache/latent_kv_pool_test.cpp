@@ -60,6 +60,41 @@ TEST(LatentKvPool, BytesPerTokenFollowTheDtype) {
   EXPECT_EQ(LatentKvPool::bytes_per_token(61, 576, KvDtype::Float32), 61 * 576 * 4);
   EXPECT_EQ(LatentKvPool::bytes_per_token(61, 576, KvDtype::BFloat16), 61 * 576 * 2);
   EXPECT_EQ(LatentKvPool::bytes_per_token(61, 576, KvDtype::Fp8E4m3), 61 * (576 + 4));
+  // DeepSeek-V3.2: a 128-value index key per token per layer beside the latent row.
+  EXPECT_EQ(LatentKvPool::bytes_per_token(61, 576, KvDtype::BFloat16, 128), 61 * (576 + 128) * 2);
+  EXPECT_EQ(LatentKvPool::bytes_per_token(61, 576, KvDtype::Fp8E4m3, 128),
+            61 * (576 + 4 + 128 + 4));
+}
+
+// Index keys live beside the latent rows: same layers and slots, their own rows, so writing one
+// kind leaves the other as it was.
+TEST(LatentKvPool, IndexKeysAndLatentRowsKeepTheirOwnValues) {
+  const int64_t n_layers = 2, row_dim = 6, index_dim = 4, capacity = 3;
+  for (KvDtype dtype : {KvDtype::Float32, KvDtype::BFloat16, KvDtype::Fp8E4m3}) {
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    LatentKvPool pool(n_layers, row_dim, capacity, dtype, index_dim);
+    EXPECT_EQ(pool.index_dim(), index_dim);
+    for (int64_t l = 0; l < n_layers; ++l) {
+      for (int64_t slot = 0; slot < capacity; ++slot) {
+        const std::vector<float> row(row_dim, static_cast<float>(l + 1));
+        const std::vector<float> key(index_dim, -static_cast<float>(slot + 1) * 0.5f);
+        pool.write_row(l, slot, row.data());
+        pool.write_index_key(l, slot, key.data());
+      }
+    }
+    std::vector<float> row(row_dim), key(index_dim);
+    for (int64_t l = 0; l < n_layers; ++l) {
+      for (int64_t slot = 0; slot < capacity; ++slot) {
+        decode_kv_row(pool.layer(l), slot, row.data());
+        decode_kv_row(pool.index_keys(l), slot, key.data());
+        EXPECT_EQ(row, std::vector<float>(row_dim, static_cast<float>(l + 1)));
+        EXPECT_EQ(key, std::vector<float>(index_dim, -static_cast<float>(slot + 1) * 0.5f));
+      }
+    }
+  }
+  LatentKvPool without(n_layers, row_dim, capacity, KvDtype::Float32);
+  EXPECT_EQ(without.index_dim(), 0);
+  EXPECT_THROW(without.index_keys(0), Error);
 }
 
 }  // namespace

@@ -244,6 +244,31 @@ struct RouterSpec {
 // (routed_scaling_factor already applied, so the MoE output is Σ w·expert + shared).
 void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights);
 
+// ---- DeepSeek Sparse Attention: the lightning indexer (V3.2) ---------------------------------
+// LayerNorm with bias (the indexer's k_norm): y = (x - mean) / sqrt(var + eps) * gamma + beta with
+// the biased variance, for each of `rows` rows of dim values. y may alias x. One implementation
+// serves both paths: it touches index_head_dim values per token, nothing to speed up.
+void layer_norm(const float* x, const float* gamma, const float* beta, int64_t rows, int64_t dim,
+                float eps, float* y);
+// RoPE on half-split pairs, the indexer's layout (MLA rotates interleaved pairs): for each of
+// n_vectors vectors (stride floats apart), (x[i], x[i + dim/2]) is rotated by theta_i, i < dim/2.
+// Like layer_norm, a single implementation.
+void rope_half_split(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
+                     const float* cos_theta, const float* sin_theta);
+// Each query's index_topk keys. q: [n_q, n_heads, head_dim] index queries (roped); weights:
+// [n_q, n_heads] per-head weights with every scale folded in; keys: one layer of the index-key
+// cache (rows of head_dim values in the pool's dtype); kv_slots[0, n_kv) the sequence's slots in
+// order. Query i sits at position n_kv - n_q + i and sees positions [0, n_kv - n_q + i] (causal),
+// scored I[s] = sum_h weights[i, h] * relu(q[i, h] . key[s]). Writes the positions of the top_k
+// highest (ties: the earlier position), or of every visible key when there are at most top_k,
+// in ascending order into selected[i * top_k ...], and their number into counts[i]. The fast
+// path scores keys in blocks and keeps only the best candidates: never an [n_q, n_kv] matrix.
+struct IndexerTopk {
+  int64_t n_q, n_heads, head_dim, n_kv, top_k;
+};
+void indexer_topk(const IndexerTopk& shape, const float* q, const float* weights,
+                  const KvRows& keys, const int32_t* kv_slots, int32_t* selected, int32_t* counts);
+
 // ---- MLA attention ---------------------------------------------------------------------
 // Absorbed path (decode and extend over a cached prefix): one KV head of dim d_latent+d_rope.
 // q: [n_q, n_heads, d_latent + d_rope] (q_nope already multiplied by W_UK, q_pe roped).

@@ -752,5 +752,150 @@ TEST(PrefillAttention, MatchesReference) {
   }
 }
 
+// ---- the lightning indexer -----------------------------------------------------------------
+
+struct IndexerCase {
+  int64_t n_q, n_heads, head_dim, n_kv, top_k;
+};
+
+// Each query's exact scores (double, from the stored keys as decoded) and whether its k-th and
+// (k+1)-th differ by at least 1e-5 of its largest score (float32 sums may swap closer pairs) or
+// tie exactly at 0.
+std::vector<bool> clear_margins(const IndexerCase& c, const std::vector<float>& q,
+                                const std::vector<float>& w, const KvRows& keys,
+                                const std::vector<int32_t>& slots) {
+  std::vector<bool> clear(static_cast<size_t>(c.n_q), true);
+  std::vector<float> key(static_cast<size_t>(c.head_dim));
+  for (int64_t i = 0; i < c.n_q; ++i) {
+    const int64_t visible = c.n_kv - c.n_q + i + 1;
+    if (visible <= c.top_k) continue;
+    std::vector<double> scores;
+    for (int64_t j = 0; j < visible; ++j) {
+      decode_kv_row(keys, slots[static_cast<size_t>(j)], key.data());
+      double total = 0.0;
+      for (int64_t h = 0; h < c.n_heads; ++h) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < c.head_dim; ++d)
+          dot += static_cast<double>(q[static_cast<size_t>((i * c.n_heads + h) * c.head_dim + d)]) *
+                 key[static_cast<size_t>(d)];
+        total += w[static_cast<size_t>(i * c.n_heads + h)] * std::max(dot, 0.0);
+      }
+      scores.push_back(total);
+    }
+    std::sort(scores.begin(), scores.end(), std::greater<>());
+    const double gap =
+        scores[static_cast<size_t>(c.top_k - 1)] - scores[static_cast<size_t>(c.top_k)];
+    // Keys whose heads all clip to 0 score exactly 0 in any sum order: a tie at 0 is exact in
+    // float32 too, and both paths break it alike (the earlier position).
+    const bool zero_tie = gap == 0.0 && scores[static_cast<size_t>(c.top_k)] == 0.0;
+    clear[static_cast<size_t>(i)] = zero_tie || gap >= 1e-5 * std::abs(scores.front());
+  }
+  return clear;
+}
+
+// Fast path against the reference: the same positions for every query whose choice is not a
+// near-tie (and at least half of the sparse queries are clear on random data).
+void check_indexer(const IndexerCase& c, KvDtype dtype) {
+  SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " heads=" << c.n_heads
+                                  << " dim=" << c.head_dim << " n_kv=" << c.n_kv
+                                  << " top_k=" << c.top_k << " keys " << kv_dtype_name(dtype));
+  const int64_t pool_rows = c.n_kv + 7;
+  const std::vector<float> q =
+      random_values(static_cast<size_t>(c.n_q * c.n_heads * c.head_dim), 31);
+  const std::vector<float> w = random_values(static_cast<size_t>(c.n_q * c.n_heads), 32);
+  const StoredKv keys(random_values(static_cast<size_t>(pool_rows * c.head_dim), 33), c.head_dim,
+                      dtype);
+  const std::vector<int32_t> slots = shuffled_slots(c.n_kv, pool_rows, 34);
+  const IndexerTopk shape{c.n_q, c.n_heads, c.head_dim, c.n_kv, c.top_k};
+  const size_t n = static_cast<size_t>(c.n_q * c.top_k);
+  std::vector<int32_t> expected(n, -1), actual(n, -1), expected_counts(static_cast<size_t>(c.n_q)),
+      actual_counts(expected_counts.size(), -1);
+  ref::indexer_topk(shape, q.data(), w.data(), keys.rows(), slots.data(), expected.data(),
+                    expected_counts.data());
+  indexer_topk(shape, q.data(), w.data(), keys.rows(), slots.data(), actual.data(),
+               actual_counts.data());
+  const std::vector<bool> clear = clear_margins(c, q, w, keys.rows(), slots);
+  int64_t sparse = 0, compared = 0;
+  for (int64_t i = 0; i < c.n_q; ++i) {
+    const auto count = static_cast<size_t>(expected_counts[static_cast<size_t>(i)]);
+    ASSERT_EQ(actual_counts[static_cast<size_t>(i)], expected_counts[static_cast<size_t>(i)]);
+    ASSERT_EQ(count, static_cast<size_t>(std::min(c.top_k, c.n_kv - c.n_q + i + 1)));
+    const auto first = static_cast<ptrdiff_t>(i * c.top_k);
+    EXPECT_TRUE(std::is_sorted(actual.begin() + first, actual.begin() + first + count));
+    sparse += c.n_kv - c.n_q + i + 1 > c.top_k;
+    if (!clear[static_cast<size_t>(i)]) continue;
+    compared += c.n_kv - c.n_q + i + 1 > c.top_k;
+    EXPECT_TRUE(std::equal(actual.begin() + first, actual.begin() + first + count,
+                           expected.begin() + first))
+        << "query " << i;
+  }
+  EXPECT_GE(compared * 2, sparse);
+}
+
+// Query counts across the prefill (one query per thread item) and decode (a query's keys split
+// into parts) paths, key counts around the 32-key block, top_k above and below the context.
+TEST(Indexer, TopKMatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  const IndexerCase cases[] = {{1, 4, 32, 5, 8},      {1, 4, 32, 100, 32},  {3, 3, 20, 77, 16},
+                               {40, 4, 32, 40, 32},   {64, 8, 64, 300, 48}, {1, 16, 64, 5000, 256},
+                               {2, 5, 33, 3000, 100}, {7, 1, 16, 33, 1}};
+  for (const IndexerCase& c : cases)
+    for (KvDtype dtype : kKvDtypes) check_indexer(c, dtype);
+}
+
+// Equal scores keep the earlier positions: identical keys give every key the same score.
+TEST(Indexer, TiesKeepTheEarlierPositions) {
+  for (bool fast : {false, true}) {
+    const int64_t n_kv = 3000, top_k = 10, dim = 16;
+    const StoredKv keys(std::vector<float>(static_cast<size_t>(n_kv * dim), 0.5f), dim,
+                        KvDtype::Float32);
+    std::vector<int32_t> slots(static_cast<size_t>(n_kv));
+    std::iota(slots.begin(), slots.end(), 0);
+    const std::vector<float> q(static_cast<size_t>(2 * dim), 1.0f), w = {1.0f, -0.5f};
+    std::vector<int32_t> selected(top_k), count(1);
+    const IndexerTopk shape{1, 2, dim, n_kv, top_k};
+    (fast ? indexer_topk : ref::indexer_topk)(shape, q.data(), w.data(), keys.rows(), slots.data(),
+                                              selected.data(), count.data());
+    std::vector<int32_t> first(top_k);
+    std::iota(first.begin(), first.end(), 0);
+    EXPECT_EQ(selected, first) << (fast ? "fast path" : "reference");
+  }
+}
+
+// The half-split rotation is the interleaved one on permuted values: (i, i + d/2) -> (2i, 2i+1).
+TEST(Indexer, HalfSplitRopeIsInterleavedRopeOnPairedValues) {
+  const int64_t dim = 12, half = dim / 2;
+  const std::vector<float> x = random_values(dim, 35), angles = random_values(half, 36, 0, 3);
+  std::vector<float> cos_t(half), sin_t(half), interleaved(dim), half_split = x;
+  for (int64_t i = 0; i < half; ++i) {
+    cos_t[i] = std::cos(angles[i]);
+    sin_t[i] = std::sin(angles[i]);
+    interleaved[2 * i] = x[i];
+    interleaved[2 * i + 1] = x[i + half];
+  }
+  rope_half_split(half_split.data(), 1, dim, dim, cos_t.data(), sin_t.data());
+  ref::rope_interleaved(interleaved.data(), 1, dim, dim, cos_t.data(), sin_t.data());
+  for (int64_t i = 0; i < half; ++i) {
+    EXPECT_FLOAT_EQ(half_split[i], interleaved[2 * i]);
+    EXPECT_FLOAT_EQ(half_split[i + half], interleaved[2 * i + 1]);
+  }
+}
+
+TEST(Indexer, LayerNormCentresScalesAndShifts) {
+  const int64_t dim = 32;
+  const std::vector<float> x = random_values(2 * dim, 37, -3, 5), gamma(dim, 2.0f),
+                           beta(dim, 0.25f);
+  std::vector<float> y(x.size());
+  layer_norm(x.data(), gamma.data(), beta.data(), 2, dim, 1e-6f, y.data());
+  for (int64_t r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += (y[r * dim + i] - 0.25) / 2;
+    mean /= dim;
+    for (int64_t i = 0; i < dim; ++i) var += std::pow((y[r * dim + i] - 0.25) / 2 - mean, 2);
+    EXPECT_NEAR(mean, 0.0, 1e-5);
+    EXPECT_NEAR(var / dim, 1.0, 1e-4);
+  }
+}
+
 }  // namespace
 }  // namespace mlaserve::kernels

@@ -192,4 +192,33 @@ void mla_attention_prefill(const PrefillAttention& s, const float* q, const floa
   }
 }
 
+// Every visible key scored into one vector, then a sort by (score descending, position).
+void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, const KvRows& keys,
+                  const int32_t* kv_slots, int32_t* selected, int32_t* counts) {
+  std::vector<float> key(static_cast<size_t>(s.head_dim)), score(static_cast<size_t>(s.n_kv));
+  std::vector<int32_t> order;
+  for (int64_t i = 0; i < s.n_q; ++i) {
+    const int64_t visible = s.n_kv - s.n_q + i + 1;
+    for (int64_t j = 0; j < visible; ++j) {
+      decode_kv_row(keys, kv_slots[j], key.data());
+      float total = 0.0f;
+      for (int64_t h = 0; h < s.n_heads; ++h) {
+        const float* qh = q + (i * s.n_heads + h) * s.head_dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < s.head_dim; ++d) dot += qh[d] * key[static_cast<size_t>(d)];
+        total += weights[i * s.n_heads + h] * std::max(dot, 0.0f);
+      }
+      score[static_cast<size_t>(j)] = total;
+    }
+    order.resize(static_cast<size_t>(visible));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+    const int64_t n = std::min(visible, s.top_k);
+    std::sort(order.begin(), order.begin() + n);
+    std::copy_n(order.begin(), n, selected + i * s.top_k);
+    counts[i] = static_cast<int32_t>(n);
+  }
+}
+
 }  // namespace mlaserve::kernels::ref

@@ -156,6 +156,22 @@ void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
   cfg.fp8_block_quantized = true;
 }
 
+// DeepSeek-V3.2's lightning indexer. Its queries come from MLA's q latent, so it needs q LoRA;
+// its RoPE rotates the first qk_rope_head_dim values of each head, which must fit.
+void read_indexer(const ConfigReader& c, ModelConfig& cfg) {
+  cfg.index_n_heads = c.positive("index_n_heads");
+  cfg.index_head_dim = c.positive("index_head_dim");
+  cfg.index_topk = c.positive("index_topk");
+  if (cfg.q_lora_rank <= 0) {
+    fail("{}: deepseek_v32's indexer reads the q latent, so q_lora_rank must be positive",
+         c.origin());
+  }
+  if (cfg.index_head_dim < cfg.qk_rope_head_dim) {
+    fail("{}: index_head_dim {} is smaller than qk_rope_head_dim {}, which its RoPE rotates",
+         c.origin(), cfg.index_head_dim, cfg.qk_rope_head_dim);
+  }
+}
+
 void check_supported(const ConfigReader& c) {
   const auto act = c.optional<std::string>("hidden_act", "silu");
   if (act != "silu") fail("{}: hidden_act '{}' is not supported (silu)", c.origin(), act);
@@ -192,8 +208,10 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   ConfigReader c(j, origin);
   ModelConfig cfg;
   cfg.model_type = c.required<std::string>("model_type");
-  if (cfg.model_type != "deepseek_v2" && cfg.model_type != "deepseek_v3") {
-    fail("{}: model_type '{}' is not supported (deepseek_v2, deepseek_v3)", origin, cfg.model_type);
+  if (cfg.model_type != "deepseek_v2" && cfg.model_type != "deepseek_v3" &&
+      cfg.model_type != "deepseek_v32") {
+    fail("{}: model_type '{}' is not supported (deepseek_v2, deepseek_v3, deepseek_v32)", origin,
+         cfg.model_type);
   }
   check_supported(c);
   cfg.vocab_size = c.positive("vocab_size");
@@ -217,6 +235,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
     fail("{}: qk_rope_head_dim {} must be even", origin, cfg.qk_rope_head_dim);
   cfg.rope_theta = c.optional<double>("rope_theta", 10000.0);
   read_yarn(c, cfg);
+  if (cfg.model_type == "deepseek_v32") read_indexer(c, cfg);
 
   cfg.intermediate_size = c.positive("intermediate_size");
   cfg.n_routed_experts = c.optional<int64_t>("n_routed_experts", 0);

@@ -1,4 +1,5 @@
-// The model hyper-parameters read from an HF config.json (deepseek_v2 / deepseek_v3).
+// The model hyper-parameters read from an HF config.json (deepseek_v2 / deepseek_v3 /
+// deepseek_v32).
 // Anything we do not implement is rejected by name rather than silently ignored.
 #pragma once
 
@@ -24,7 +25,7 @@ struct YarnScaling {
 };
 
 struct ModelConfig {
-  std::string model_type;  // deepseek_v2 | deepseek_v3
+  std::string model_type;  // deepseek_v2 | deepseek_v3 | deepseek_v32
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
@@ -43,6 +44,13 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   std::optional<YarnScaling> yarn;
 
+  // DeepSeek Sparse Attention (V3.2): each layer's lightning indexer scores every earlier token
+  // with index_n_heads heads of index_head_dim and MLA attends to the index_topk best only.
+  // All 0 for a model without it.
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;
+
   // MLP / MoE
   int64_t intermediate_size = 0;      // dense layers
   int64_t moe_intermediate_size = 0;  // each routed expert
@@ -59,6 +67,9 @@ struct ModelConfig {
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   int64_t kv_cache_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // 576 for V3
+  bool has_indexer() const { return index_topk > 0; }
+  // Values per token per layer of the indexer's key cache (0 without an indexer).
+  int64_t index_key_dim() const { return has_indexer() ? index_head_dim : 0; }
   bool is_moe_layer(int64_t layer) const;
   // qk_head_dim^-0.5 * yarn_mscale(factor, mscale_all_dim)^2 (both MLA paths use it).
   double softmax_scale() const;

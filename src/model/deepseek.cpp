@@ -1,7 +1,9 @@
-// The DeepSeek-V2/V3 forward step, top to bottom as in the papers:
+// The DeepSeek-V2/V3/V3.2 forward step, top to bottom as in the papers:
 //   x = embed(tokens)
 //   for each layer:  x = x + MLA(RMSNorm(x));  x = x + FFN(RMSNorm(x))   (FFN: dense or MoE)
 //   logits = lm_head(RMSNorm(x))
+// V3.2 (DeepSeek Sparse Attention): in each layer a lightning indexer picks, for every query of a
+// sequence longer than index_topk, the index_topk earlier tokens MLA attends to.
 // Shapes: T = this group's new tokens, N = tokens of every DP group (the MLP batch), H = hidden,
 // nh = this rank's heads, nope/rope/v = per-head dims, kvl = kv_lora_rank, A = q_lora + kvl + rope.
 #include "model/deepseek.h"
@@ -25,6 +27,9 @@ void copy_columns(const float* src, int64_t src_width, int64_t offset, int64_t r
     std::copy_n(src + r * src_width + offset, width, dst + r * dst_width);
 }
 
+// The indexer's key LayerNorm: DeepSeek's LayerNorm default.
+constexpr float kLayerNormEps = 1e-6f;
+
 // Rows per job of the decodes' batched absorption products: the GEMV's range.
 constexpr int64_t kDecodeJobRows = 8;
 
@@ -38,8 +43,8 @@ constexpr int64_t kFfnBlockRows = 1024;
 }  // namespace
 
 const char* flop_kind_name(FlopKind kind) {
-  static const char* names[] = {"qkv_a",  "q_b", "kv_b",    "absorb",  "attention",  "o_proj",
-                                "router", "mlp", "experts", "lm_head", "mtp_eh_proj"};
+  static const char* names[] = {"qkv_a",  "q_b",    "kv_b", "absorb",  "attention", "indexer",
+                                "o_proj", "router", "mlp",  "experts", "lm_head",   "mtp_eh_proj"};
   return names[static_cast<size_t>(kind)];
 }
 
@@ -85,6 +90,11 @@ void for_each_weight(LayerWeights& L, const std::function<void(kernels::Weight&)
   for (kernels::Weight* w : {&L.attn.qkv_a, &L.attn.q_b, &L.attn.kv_b, &L.attn.o}) fn(*w);
   for (auto& w : L.attn.uk) fn(w);
   for (auto& w : L.attn.uv) fn(w);
+  if (L.attn.indexer) {
+    for (kernels::Weight* w :
+         {&L.attn.indexer->wq_b, &L.attn.indexer->wk, &L.attn.indexer->weights_proj})
+      fn(*w);
+  }
   std::vector<MlpWeights*> mlps;
   if (L.dense) mlps.push_back(&*L.dense);
   if (L.moe) {
@@ -131,6 +141,7 @@ size_t StepBuffers::bytes() const {
   };
   add(x, h, attn_out, ffn_in, ffn_h, ffn_out, qkv_a, token_shard, q, q_latent, latent, o);
   add(c_kv, kv_b, k, v, q_absorbed, head_in, head_out, o_latent, gate_up, act, mtp_in);
+  add(index_q, index_k, index_w, selected, selected_counts);
   add(router_logits, gates, expert_x, expert_y, logits_h, logits_shard, expert_ids, picks);
   add(expert_begin, expert_fill, jobs, decodes);
   return total;
@@ -167,6 +178,15 @@ size_t DeepseekModel::reserve_step_buffers(int64_t T, int64_t N, int64_t R) {
   hold(buf_.head_in, nh * T * head_dim);
   hold(buf_.head_out, nh * T * head_dim);
   hold(buf_.o_latent, T * nh * kvl);
+  if (cfg_.has_indexer()) {
+    const int64_t Hi = cfg_.index_n_heads, Di = cfg_.index_head_dim;
+    hold(buf_.index_q, T * Hi * Di);
+    hold(buf_.index_k, T * Di);
+    hold(buf_.index_w, T * Hi);
+    hold(buf_.selected, T * cfg_.index_topk);
+    hold(buf_.selected_counts, T);
+    if (P > 1) hold(buf_.token_shard, (T + P - 1) / P * std::max({A, Di, Hi}));
+  }
   hold(buf_.logits_h, R * H);
   hold(buf_.logits_shard, R * lm_head_.rows());
   // Both MLP kinds share gate_up and act: the larger of the dense MLP and the MoE's routed picks
@@ -299,19 +319,13 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
   // is replicated; with dp_linear each rank of the group computes a token shard and the shards
   // are all-gathered: the same rows as every rank computing all of them, for 1/P of the FLOPs.
   float* qkv_a = take(buf_.qkv_a, T * A);
-  if (comm.shard_tokens(T)) {
-    const Range shard = comm.token_shard(T);
-    float* part = take(buf_.token_shard, shard.size() * A);
-    linear(FlopKind::QkvA, x + shard.begin * cfg_.hidden_size, shard.size(), w.qkv_a, part);
-    comm.gather_token_rows(part, T, A, qkv_a);
-  } else {
-    linear(FlopKind::QkvA, x, T, w.qkv_a, qkv_a);
-  }
+  replicated_linear(FlopKind::QkvA, x, T, w.qkv_a, qkv_a, comm);
 
   // Queries [T, nh, qk]: up-projection of the normalised q latent (or q_proj of x, V2-Lite).
   float* q = take(buf_.q, T * nh * qk);
+  float* q_lat = nullptr;
   if (q_lora > 0) {
-    float* q_lat = take(buf_.q_latent, T * q_lora);
+    q_lat = take(buf_.q_latent, T * q_lora);
     copy_columns(qkv_a, A, 0, T, q_lora, q_lat, q_lora);
     kernels::rms_norm(q_lat, w.q_a_norm.data(), T, q_lora, eps, q_lat);
     linear(FlopKind::QB, q_lat, T, w.q_b, q);
@@ -339,6 +353,17 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
   // token each) go through the absorption together: one batch of W_UK and one of W_UV products
   // over all their rows, in jobs of up to kDecodeJobRows rows, instead of two batches per
   // sequence that each re-read every head's weights for a single row.
+  //
+  // DeepSeek Sparse Attention: a sequence no longer than index_topk attends densely, exactly as
+  // without an indexer; past that, each query attends on the absorbed path to the tokens its
+  // indexer selects (the first index_topk queries to all they see, as a dense query would).
+  const auto sparse = [&](const SequenceStep& s) {
+    return w.indexer && s.n_cached + s.n_new > cfg_.index_topk;
+  };
+  if (w.indexer) {
+    const bool any_sparse = std::any_of(in.seqs.begin(), in.seqs.end(), sparse);
+    index_projections(*w.indexer, layer, in, x, q_lat, any_sparse, kv, comm);
+  }
   const KvRows kv_layer = kv.layer(layer);
   float* o = take(buf_.o, T * nh * v);  // [T, nh, v]
   std::vector<AbsorbedSequence>& decodes = buf_.decodes;
@@ -349,12 +374,13 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
       const int32_t slot = s.kv_slots[static_cast<size_t>(s.n_cached + j)];
       kv.write_row(layer, slot, latent + (row + j) * (kvl + rope));
     }
-    if (s.n_cached == 0 && !kernels::deterministic_kernels()) {
+    if (sparse(s)) select_keys(layer, s, row, kv);
+    if (s.n_cached == 0 && !sparse(s) && !kernels::deterministic_kernels()) {
       attend_normal(w, s, q + row * nh * qk, latent + row * (kvl + rope), o + row * nh * v);
     } else if (s.n_new == 1) {
-      decodes.push_back({&s, row});
+      decodes.push_back({&s, row, sparse(s)});
     } else {
-      const AbsorbedSequence extend{&s, row};
+      const AbsorbedSequence extend{&s, row, sparse(s)};
       attend_absorbed(w, {&extend, 1}, s.n_new, q, kv_layer, o);
     }
     row += s.n_new;
@@ -362,6 +388,70 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
   if (!decodes.empty()) attend_absorbed(w, decodes, kDecodeJobRows, q, kv_layer, o);
   // Output projection of this rank's heads: [T, nh*v] -> [T, H] partial sums.
   linear(FlopKind::O, o, T, w.o, out);
+}
+
+void DeepseekModel::replicated_linear(FlopKind kind, const float* x, int64_t T,
+                                      const kernels::Weight& w, float* y, StepComm& comm) {
+  if (!comm.shard_tokens(T)) return linear(kind, x, T, w, y);
+  const Range shard = comm.token_shard(T);
+  float* part = take(buf_.token_shard, shard.size() * w.rows());
+  linear(kind, x + shard.begin * cfg_.hidden_size, shard.size(), w, part);
+  comm.gather_token_rows(part, T, w.rows(), y);
+}
+
+// The lightning indexer's inputs (DeepSeek-V3.2): per token t at position p,
+//   key      k[t]    = RoPE_p(LayerNorm(x[t] wkᵀ))                              [Di]
+//   queries  q[t, h] = RoPE_p((q_latent[t] wq_bᵀ)[h])                           [Hi, Di]
+//   weights  w[t, h] = (x[t] weights_projᵀ)[h] · Hi^-1/2 · Di^-1/2               [Hi]
+// RoPE here rotates the first qk_rope_head_dim values in half-split pairs (MLA's frequencies;
+// MLA itself rotates its last values in interleaved pairs). Keys go to the cache for every
+// token: a short sequence may later grow past index_topk. (DeepSeek's reference code also
+// rotates q and k by a Hadamard matrix before quantizing them to FP8; the rotation is orthogonal,
+// so in float the scores are the same without it.)
+void DeepseekModel::index_projections(const IndexerWeights& w, int64_t layer, const StepInput& in,
+                                      const float* x, const float* q_latent, bool queries,
+                                      cache::LatentKvPool& kv, StepComm& comm) {
+  const int64_t T = static_cast<int64_t>(in.tokens.size());
+  const int64_t Hi = cfg_.index_n_heads, Di = cfg_.index_head_dim, rope = cfg_.qk_rope_head_dim;
+  float* k = take(buf_.index_k, T * Di);
+  replicated_linear(FlopKind::Indexer, x, T, w.wk, k, comm);
+  kernels::layer_norm(k, w.k_norm_weight.data(), w.k_norm_bias.data(), T, Di, kLayerNormEps, k);
+  float* q = queries ? take(buf_.index_q, T * Hi * Di) : nullptr;
+  float* weights = queries ? take(buf_.index_w, T * Hi) : nullptr;
+  if (queries) {
+    linear(FlopKind::Indexer, q_latent, T, w.wq_b, q);
+    replicated_linear(FlopKind::Indexer, x, T, w.weights_proj, weights, comm);
+    const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi * Di)));
+    for (int64_t i = 0; i < T * Hi; ++i) weights[i] *= scale;
+  }
+  int64_t row = 0;
+  for (const SequenceStep& s : in.seqs) {
+    for (int64_t j = 0; j < s.n_new; ++j, ++row) {
+      const int32_t pos = in.positions[static_cast<size_t>(row)];
+      kernels::rope_half_split(k + row * Di, 1, Di, rope, rope_.cos(pos), rope_.sin(pos));
+      kv.write_index_key(layer, s.kv_slots[static_cast<size_t>(s.n_cached + j)], k + row * Di);
+      if (queries)
+        kernels::rope_half_split(q + row * Hi * Di, Hi, Di, rope, rope_.cos(pos), rope_.sin(pos));
+    }
+  }
+}
+
+// I[t, s] = Σ_h w[t, h] · relu(q[t, h] · k[s]) over the cached keys s <= t; the top index_topk
+// (the query's own token only if it scores among them), as cache slots.
+void DeepseekModel::select_keys(int64_t layer, const SequenceStep& s, int64_t row,
+                                const cache::LatentKvPool& kv) {
+  const int64_t Hi = cfg_.index_n_heads, Di = cfg_.index_head_dim, K = cfg_.index_topk;
+  const int64_t n_kv = s.n_cached + s.n_new;
+  int32_t* selected = take(buf_.selected, (row + s.n_new) * K) + row * K;
+  int32_t* counts = take(buf_.selected_counts, row + s.n_new) + row;
+  flops_[static_cast<size_t>(FlopKind::Indexer)] +=
+      static_cast<double>(s.n_new * (2 * s.n_cached + s.n_new + 1) * Hi * Di);
+  kernels::indexer_topk({s.n_new, Hi, Di, n_kv, K}, buf_.index_q.data() + row * Hi * Di,
+                        buf_.index_w.data() + row * Hi, kv.index_keys(layer), s.kv_slots.data(),
+                        selected, counts);
+  for (int64_t i = 0; i < s.n_new * K; ++i) {
+    if (i % K < counts[i / K]) selected[i] = s.kv_slots[static_cast<size_t>(selected[i])];
+  }
 }
 
 // Normal path: K/V decompressed from c_kv by kv_b; causal MHA with head dim nope+rope, value dim v.
@@ -442,12 +532,21 @@ void DeepseekModel::attend_absorbed(const AttentionWeights& w,
       copy_columns(q + s.row * nh * qk, nh * qk, h * qk + nope, n, rope,
                    q_abs + r * nh * d_abs + h * d_abs + kvl, nh * d_abs);
     }
-    flops_[static_cast<size_t>(FlopKind::Attention)] +=
-        2.0 * static_cast<double>(n * n_kv * nh * (2 * kvl + rope));
-    kernels::mla_attention_absorbed(
-        {n, nh, kvl, rope, n_kv, static_cast<float>(cfg_.softmax_scale()),
-         format_.dtype == kernels::WeightType::BF16},
-        q_abs + r * nh * d_abs, kv_layer, s.step->kv_slots.data(), o_lat + r * nh * kvl);
+    const kernels::AbsorbedAttention shape{n,
+                                           nh,
+                                           kvl,
+                                           rope,
+                                           n_kv,
+                                           static_cast<float>(cfg_.softmax_scale()),
+                                           format_.dtype == kernels::WeightType::BF16};
+    if (s.sparse) {
+      attend_selected(shape, s.row, q_abs + r * nh * d_abs, kv_layer, o_lat + r * nh * kvl);
+    } else {
+      flops_[static_cast<size_t>(FlopKind::Attention)] +=
+          2.0 * static_cast<double>(n * n_kv * nh * (2 * kvl + rope));
+      kernels::mla_attention_absorbed(shape, q_abs + r * nh * d_abs, kv_layer,
+                                      s.step->kv_slots.data(), o_lat + r * nh * kvl);
+    }
     r += n;
   }
   for (int64_t h = 0; h < nh; ++h)
@@ -460,6 +559,23 @@ void DeepseekModel::attend_absorbed(const AttentionWeights& w,
                    nh * v);
     }
     r += s.step->n_new;
+  }
+}
+
+// Sparse MLA on the absorbed path: each query (step row `row` + i) attends to its selected
+// slots alone, the absorbed kernel run as one query over them (it then sees every slot given).
+void DeepseekModel::attend_selected(const kernels::AbsorbedAttention& shape, int64_t row,
+                                    const float* q_abs, const KvRows& kv_layer, float* o_lat) {
+  const int64_t K = cfg_.index_topk, d_abs = shape.d_latent + shape.d_rope;
+  for (int64_t i = 0; i < shape.n_q; ++i) {
+    kernels::AbsorbedAttention one = shape;
+    one.n_q = 1;
+    one.n_kv = buf_.selected_counts[static_cast<size_t>(row + i)];
+    flops_[static_cast<size_t>(FlopKind::Attention)] +=
+        2.0 * static_cast<double>(one.n_kv * shape.n_heads * (2 * shape.d_latent + shape.d_rope));
+    kernels::mla_attention_absorbed(one, q_abs + i * shape.n_heads * d_abs, kv_layer,
+                                    buf_.selected.data() + (row + i) * K,
+                                    o_lat + i * shape.n_heads * shape.d_latent);
   }
 }
 

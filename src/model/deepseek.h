@@ -1,5 +1,6 @@
-// DeepSeek-V2/V3: Multi-head Latent Attention + DeepSeekMoE. The weights of one rank (its
-// shards, per sharding.h) and the forward step over a batch of sequences.
+// DeepSeek-V2/V3/V3.2: Multi-head Latent Attention (with V3.2's DeepSeek Sparse Attention) +
+// DeepSeekMoE. The weights of one rank (its shards, per sharding.h) and the forward step over a
+// batch of sequences.
 #pragma once
 
 #include <array>
@@ -20,6 +21,15 @@
 
 namespace mlaserve::model {
 
+// DeepSeek-V3.2's lightning indexer: Hi heads of Di dims score every earlier token for a query;
+// MLA then attends to the index_topk best. Whole on every rank (WeightKind::Indexer).
+struct IndexerWeights {
+  kernels::Weight wq_b;                           // [Hi * Di, q_lora]: queries from the q latent
+  kernels::Weight wk;                             // [Di, H]: a token's key, shared by the heads
+  std::vector<float> k_norm_weight, k_norm_bias;  // [Di]: the key's LayerNorm
+  kernels::Weight weights_proj;                   // [Hi, H]: each head's weight for the query
+};
+
 struct AttentionWeights {
   kernels::Weight qkv_a;         // [q_lora + kv_lora + rope, H] fused q_a_proj + kv_a_proj_with_mqa
   std::vector<float> q_a_norm;   // [q_lora]
@@ -31,6 +41,7 @@ struct AttentionWeights {
   std::vector<kernels::Weight>
       uv;             // per local head [v, kv_lora]: latent -> value space (absorbed path)
   kernels::Weight o;  // [H, heads_local * v]
+  std::optional<IndexerWeights> indexer;  // V3.2 only
 };
 
 struct MlpWeights {
@@ -79,9 +90,11 @@ struct SequenceStep {
 };
 
 // A sequence on the absorbed attention path and the row of its first new token in the step.
+// sparse: its queries attend to their selections (StepBuffers::selected), not to every key.
 struct AbsorbedSequence {
   const SequenceStep* step = nullptr;
   int64_t row = 0;
+  bool sparse = false;
 };
 
 struct StepInput {
@@ -100,6 +113,8 @@ struct StepBuffers {
   std::vector<float> qkv_a, token_shard, q, q_latent, latent, o;  // attention
   std::vector<float> c_kv, kv_b, k, v;                            // attend_normal
   std::vector<float> q_absorbed, head_in, head_out, o_latent;     // attend_absorbed
+  std::vector<float> index_q, index_k, index_w;                   // select_keys
+  std::vector<int32_t> selected, selected_counts;                 // select_keys
   std::vector<float> gate_up, act;                                // mlp, moe
   std::vector<float> mtp_in;                                      // mtp_forward
   std::vector<float> router_logits, gates, expert_x, expert_y;    // moe
@@ -119,6 +134,7 @@ enum class FlopKind {
   KvB,
   Absorb,
   Attention,
+  Indexer,  // the indexer's projections and its scores
   O,
   Router,
   Mlp,
@@ -185,10 +201,25 @@ class DeepseekModel {
                      cache::LatentKvPool& kv, StepComm& comm);
   void attention(const AttentionWeights& w, int64_t kv_layer, const StepInput& in, const float* x,
                  cache::LatentKvPool& kv, StepComm& comm, float* out);
+  // The indexer's keys of the step's tokens into the cache, and index queries and weights
+  // (buf_.index_q, index_w) for every row when `queries`; x is the attention's input.
+  void index_projections(const IndexerWeights& w, int64_t layer, const StepInput& in,
+                         const float* x, const float* q_latent, bool queries,
+                         cache::LatentKvPool& kv, StepComm& comm);
+  // Each new query's index_topk cache slots for sequence s (rows [row, row + s.n_new) of the
+  // step) into buf_.selected and buf_.selected_counts.
+  void select_keys(int64_t layer, const SequenceStep& s, int64_t row,
+                   const cache::LatentKvPool& kv);
+  // A replicated linear layer on the group's tokens: with dp_linear each rank computes a token
+  // shard and the shards are all-gathered (the same rows as every rank computing all of them).
+  void replicated_linear(FlopKind kind, const float* x, int64_t T, const kernels::Weight& w,
+                         float* y, StepComm& comm);
   void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q,
                      const float* latent, float* o);
   void attend_absorbed(const AttentionWeights& w, std::span<const AbsorbedSequence> seqs,
                        int64_t job_rows, const float* q, const KvRows& kv_layer, float* o);
+  void attend_selected(const kernels::AbsorbedAttention& shape, int64_t row, const float* q_abs,
+                       const KvRows& kv_layer, float* o_lat);
   void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
   void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
   // Normalises x's rows with norm, then head's vocabulary block, gathered over the group.

@@ -76,10 +76,26 @@ void split_kv_b(AttentionWeights& a, kernels::WeightType dtype, int64_t heads, i
   }
 }
 
-// Decoder layer `index` (the MTP module's is num_hidden_layers): norms, MLA, and a dense MLP or
-// the MoE.
+// DeepSeek-V3.2's lightning indexer of the layer whose attention tensors start with `attn`,
+// whole on every rank; dtypes as stored (FP8 with block scales, bf16, f32).
+IndexerWeights load_indexer(const WeightLoader& loader, const RankLayout& lay, const ModelConfig& c,
+                            const std::string& attn) {
+  const std::string p = attn + "indexer.";
+  const int64_t H = c.hidden_size, Hi = c.index_n_heads, Di = c.index_head_dim;
+  IndexerWeights w;
+  w.wq_b =
+      load_owned(loader, lay, {p + "wq_b.weight", WeightKind::Indexer, Hi * Di, c.q_lora_rank});
+  w.wk = load_owned(loader, lay, {p + "wk.weight", WeightKind::Indexer, Di, H});
+  w.k_norm_weight = loader.vector(p + "k_norm.weight", Di);
+  w.k_norm_bias = loader.vector(p + "k_norm.bias", Di);
+  w.weights_proj = load_owned(loader, lay, {p + "weights_proj.weight", WeightKind::Indexer, Hi, H});
+  return w;
+}
+
+// Decoder layer `index` (the MTP module's is num_hidden_layers): norms, MLA (with V3.2's indexer
+// when with_indexer), and a dense MLP or the MoE.
 LayerWeights load_layer(const WeightLoader& loader, const ModelConfig& c, const RankLayout& lay,
-                        int64_t index, int64_t local_heads) {
+                        int64_t index, int64_t local_heads, bool with_indexer) {
   const std::string p = fmt::format("model.layers.{}.", index), attn = p + "self_attn.";
   const int64_t H = c.hidden_size, n_heads = c.num_attention_heads;
   const int64_t qk = c.qk_head_dim(), nope = c.qk_nope_head_dim, v = c.v_head_dim;
@@ -108,6 +124,7 @@ LayerWeights load_layer(const WeightLoader& loader, const ModelConfig& c, const 
       {attn + "kv_b_proj.weight", WeightKind::KvB, n_heads * (nope + v), c.kv_lora_rank, nope + v});
   split_kv_b(a, loader.dtype(), local_heads, nope, v, c.kv_lora_rank);
   a.o = load_owned(loader, lay, {attn + "o_proj.weight", WeightKind::O, H, n_heads * v, v});
+  if (with_indexer) a.indexer = load_indexer(loader, lay, c, attn);
 
   if (!c.is_moe_layer(index)) {
     L.dense = load_mlp(loader, lay, p + "mlp.", H, c.intermediate_size, WeightKind::MlpGateUp,
@@ -166,7 +183,9 @@ MtpWeights load_mtp(const Checkpoint& ckpt, const WeightLoader& loader, const Mo
   m.enorm = loader.vector(p + "enorm.weight", H);
   m.hnorm = loader.vector(p + "hnorm.weight", H);
   m.eh_proj = load_owned(loader, lay, {p + "eh_proj.weight", WeightKind::MtpProjection, H, 2 * H});
-  m.layer = load_layer(loader, c, lay, L, local_heads);
+  // V3.2 releases give the MTP layer an indexer; a checkpoint without one keeps it dense.
+  const bool indexer = c.has_indexer() && ckpt.contains(p + "self_attn.indexer.wq_b.weight");
+  m.layer = load_layer(loader, c, lay, L, local_heads, indexer);
   m.head_norm = loader.vector(p + "shared_head.norm.weight", H);
   m.head = load_unless_shared(ckpt, loader, lay,
                               {p + "shared_head.head.weight", WeightKind::LmHead, V, H},
@@ -210,7 +229,7 @@ void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
     progress.layer_loaded(layers_done, value_bytes_ - base_values, resident_bytes_ - base_resident);
   };
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    layers_.push_back(load_layer(loader, c, lay, i, heads_.size()));
+    layers_.push_back(load_layer(loader, c, lay, i, heads_.size(), c.has_indexer()));
     for_each_weight(layers_.back(), hold);
     layers_loaded(i + 1);
   }

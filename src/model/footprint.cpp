@@ -104,6 +104,12 @@ class Walker {
     w.absorbed += absorbed;
     w.attention += absorbed;
     w.attention += one({p + "o_proj.weight", WeightKind::O, H, heads * v, v});
+    if (c.has_indexer()) {  // the MTP layer's too, as V3.2's release has it
+      const int64_t Hi = c.index_n_heads, Di = c.index_head_dim;
+      w.attention += one({p + "indexer.wq_b.weight", WeightKind::Indexer, Hi * Di, c.q_lora_rank});
+      w.attention += one({p + "indexer.wk.weight", WeightKind::Indexer, Di, H});
+      w.attention += one({p + "indexer.weights_proj.weight", WeightKind::Indexer, Hi, H});
+    }
   }
 
   void moe(int64_t layer, RankWeights& w) {
@@ -145,7 +151,8 @@ class Walker {
 }  // namespace
 
 bool stored_fp8_by_convention(const std::string& name) {
-  return name.rfind("model.layers.", 0) == 0 && name.find(".mlp.gate.") == std::string::npos;
+  return name.rfind("model.layers.", 0) == 0 && name.find(".mlp.gate.") == std::string::npos &&
+         name.find(".indexer.weights_proj.") == std::string::npos;
 }
 
 StoredFp8 stored_fp8_of(const std::filesystem::path& dir) {

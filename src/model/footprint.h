@@ -19,7 +19,8 @@ namespace mlaserve::model {
 using StoredFp8 = std::function<bool(const std::string& name)>;
 
 // DeepSeek-V3's FP8 release: every linear layer inside the layers is FP8; the embedding, lm_head
-// and the router are BF16. For planning without the checkpoint's headers.
+// and the router are BF16, and so is V3.2's indexer weights_proj. For planning without the
+// checkpoint's headers.
 bool stored_fp8_by_convention(const std::string& name);
 
 // What the checkpoint in `dir` stores as FP8: its safetensors headers (no weight is read) when

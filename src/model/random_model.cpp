@@ -118,6 +118,20 @@ void write_mlp(Writer& w, const std::string& prefix, int64_t hidden, int64_t int
   w.matrix(prefix + "down_proj.weight", hidden, inter, residual_scale / std::sqrt(inter), true);
 }
 
+// DeepSeek-V3.2's lightning indexer, stored as its release stores it: wq_b and wk quantizable
+// (FP8 in an FP8 model), weights_proj in bf16, the key's LayerNorm in float32 (a scale near 1
+// and a small bias, so that both matter).
+void write_indexer(Writer& w, const ModelConfig& c, const std::string& p) {
+  const int64_t H = c.hidden_size, Hi = c.index_n_heads, Di = c.index_head_dim;
+  w.matrix(p + "wq_b.weight", Hi * Di, c.q_lora_rank, 1.0 / std::sqrt(c.q_lora_rank), true);
+  w.matrix(p + "wk.weight", Di, H, 1.0 / std::sqrt(H), true);
+  std::vector<float> scale = w.normal_values(p + "k_norm.weight", Di, 0.1);
+  for (float& v : scale) v += 1.0f;
+  w.f32_vector(p + "k_norm.weight", std::move(scale));
+  w.f32_vector(p + "k_norm.bias", w.normal_values(p + "k_norm.bias", Di, 0.1));
+  w.matrix(p + "weights_proj.weight", Hi, H, 1.0 / std::sqrt(H), false);
+}
+
 void write_layer(Writer& w, const ModelConfig& c, int64_t i) {
   const std::string p = fmt::format("model.layers.{}.", i), a = p + "self_attn.";
   const int64_t H = c.hidden_size, heads = c.num_attention_heads;
@@ -138,6 +152,7 @@ void write_layer(Writer& w, const ModelConfig& c, int64_t i) {
            1.0 / std::sqrt(c.kv_lora_rank), true);
   w.matrix(a + "o_proj.weight", H, heads * c.v_head_dim,
            residual_scale / std::sqrt(heads * c.v_head_dim), true);
+  if (c.has_indexer()) write_indexer(w, c, a + "indexer.");
   if (!c.is_moe_layer(i)) {
     write_mlp(w, p + "mlp.", H, c.intermediate_size, residual_scale);
     return;

@@ -61,6 +61,13 @@ ShardRule shard_rule(WeightKind kind, const RankLayout& layout) {
     // Routing decisions must be identical on every rank.
     case WeightKind::Router:
       return {SplitDim::None, SplitGroup::None};
+    // The indexer whole on every rank of the group: each computes the same selection from the
+    // same rows, so no exchange is needed. Splitting its heads would save 1/attn_tp of its
+    // weights and FLOPs at the cost of an all-reduce of every query's scores over the whole
+    // context before the top-k, per layer: [T, n_kv] floats where the selection it feeds is only
+    // [T, index_topk]. (V3.2 at attn_tp 4: wq_b is 12.6M of the layer's ~200M parameters.)
+    case WeightKind::Indexer:
+      return {SplitDim::None, SplitGroup::None};
   }
   return {};
 }

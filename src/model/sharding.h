@@ -61,6 +61,8 @@ enum class WeightKind {
   ExpertDown,     // one routed expert's down_proj [H, I]                  units: inter columns
   Router,         // mlp.gate [E, H] and its correction bias, kept float32
   MtpProjection,  // the MTP module's eh_proj [H, 2H]
+  Indexer,        // V3.2's lightning indexer: wq_b [Hi * Di, q_lora], wk [Di, H],
+                  // weights_proj [Hi, H] (dp_linear splits wk's and weights_proj's tokens)
 };
 
 // The rule for `kind` under `layout`: routed experts are sliced (TP-MoE) or dealt out whole

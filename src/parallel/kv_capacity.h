@@ -13,9 +13,11 @@
 namespace mlaserve::parallel {
 
 struct KvCapacity {
-  int64_t bytes_per_token = 0;  // layers * (kv_lora_rank + qk_rope_head_dim) values of the dtype
-  int64_t per_rank_tokens = 0;  // slots in this rank's pool
-  int64_t instance_tokens = 0;  // distinct tokens one model instance can hold
+  // layers * (kv_lora_rank + qk_rope_head_dim + index_head_dim under V3.2) values of the dtype
+  int64_t bytes_per_token = 0;
+  int64_t index_bytes_per_token = 0;  // of which V3.2's index keys (0 without an indexer)
+  int64_t per_rank_tokens = 0;        // slots in this rank's pool
+  int64_t instance_tokens = 0;        // distinct tokens one model instance can hold
 };
 
 // mtp_layer: the MTP module's decoder layer keeps a cache row per token too.

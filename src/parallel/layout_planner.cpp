@@ -113,8 +113,9 @@ LayoutPlan plan_layout(const model::ModelConfig& cfg, const model::WeightFormat&
                         p.comm_bytes_per_token /
                             (crosses_network ? machines.network_bandwidth : machines.mem_bandwidth);
 
-  const int64_t kv_bytes_per_token = cache::LatentKvPool::bytes_per_token(
-      cfg.num_hidden_layers + (workload.speculative ? 1 : 0), cfg.kv_cache_dim(), kv_dtype);
+  const int64_t kv_bytes_per_token =
+      cache::LatentKvPool::bytes_per_token(cfg.num_hidden_layers + (workload.speculative ? 1 : 0),
+                                           cfg.kv_cache_dim(), kv_dtype, cfg.index_key_dim());
   p.kv_bytes_per_rank = std::max<int64_t>(
       0, static_cast<int64_t>(machines.usable_bytes_per_rank()) - p.resident_weight_bytes);
   p.kv_tokens_per_group = p.kv_bytes_per_rank / kv_bytes_per_token;

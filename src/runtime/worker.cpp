@@ -18,7 +18,7 @@ Worker::Worker(const parallel::Topology& topology, model::DeepseekModel& model,
       communicators_(topology),
       step_comm_(topology, communicators_, options.comm),
       kv_(model.kv_layers(), model.config().kv_cache_dim(), options.kv_capacity_tokens,
-          options.kv_dtype) {}
+          options.kv_dtype, model.config().index_key_dim()) {}
 
 Worker::~Worker() = default;
 

@@ -133,13 +133,17 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
               {"quantize_lm_head", o.model.quantize_lm_head},
               {"kv_cache_dtype", std::string(kv_dtype_name(o.model.kv_dtype()))},
               {"kv_bytes_per_token", kv.bytes_per_token},
+              {"kv_index_bytes_per_token", kv.index_bytes_per_token},
               {"kv_tokens_per_rank", e.kv_tokens_per_group},
               {"kv_tokens_per_instance", instance_tokens},
               {"speculative_algorithm", e.spec_steps > 0 ? "NEXTN" : ""}};
   spdlog::info(
-      "serve: layout {}, KV cache {} ({} bytes per token), max_total_num_tokens {} per rank ({} "
+      "serve: layout {}, KV cache {} ({} bytes per token{}), max_total_num_tokens {} per rank ({} "
       "per instance, --kv-cache-memory {} MiB holds {})",
       o.parallel.layout.describe(), kv_dtype_name(o.model.kv_dtype()), kv.bytes_per_token,
+      kv.index_bytes_per_token > 0
+          ? fmt::format(", {} of them the indexer's keys", kv.index_bytes_per_token)
+          : "",
       e.kv_tokens_per_group, instance_tokens, o.kv_cache_mib, kv.per_rank_tokens);
   return e;
 }

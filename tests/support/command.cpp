@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <regex>
 
 namespace mlaserve::testing {
 
@@ -54,6 +56,25 @@ nlohmann::json run_eval(const std::filesystem::path& model_dir, const nlohmann::
                   " --max-new-tokens " + std::to_string(max_new_tokens) + " " + flags);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.exit_code == 0 ? read_json(tmp / "out.json") : nlohmann::json::object();
+}
+
+CommandResult run_mlaserve(const std::string& args, const std::filesystem::path& stdout_file) {
+  return run_command("{ " + mlaserve_bin() + " " + args + " > " + stdout_file.string() + "; }");
+}
+
+PerplexityResult run_perplexity(const std::string& args, const TempDir& tmp) {
+  PerplexityResult r;
+  r.command = run_mlaserve("perplexity " + args, tmp / "stdout.txt");
+  std::ifstream out(tmp / "stdout.txt");
+  for (std::string line; std::getline(out, line);) r.stdout_last_line = line;
+  r.command.output += "\nlast line of stdout: " + r.stdout_last_line;
+  std::smatch m;
+  static const std::regex kLine(R"(mean_nll=([0-9.]+) perplexity=([0-9.]+))");
+  if (std::regex_match(r.stdout_last_line, m, kLine)) {
+    r.mean_nll = std::stod(m[1]);
+    r.perplexity = std::stod(m[2]);
+  }
+  return r;
 }
 
 }  // namespace mlaserve::testing

@@ -1,6 +1,7 @@
 // Shell commands and the mlaserve binary, run from the repository root.
 #pragma once
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,5 +33,17 @@ void expect_fails_fast(const std::string& command, double seconds,
 // Runs `mlaserve eval` on the model in `model_dir`; returns the output JSON (exit code checked).
 nlohmann::json run_eval(const std::filesystem::path& model_dir, const nlohmann::json& input,
                         const std::string& flags, const TempDir& tmp, int max_new_tokens);
+
+// Runs `mlaserve <args>` with its stdout into `stdout_file`; the result's output is stderr.
+CommandResult run_mlaserve(const std::string& args, const std::filesystem::path& stdout_file);
+
+struct PerplexityResult {
+  CommandResult command;
+  std::string stdout_last_line;
+  double mean_nll = NAN, perplexity = NAN;
+};
+
+// Runs `mlaserve perplexity <args>`; the result line must be the last line of stdout.
+PerplexityResult run_perplexity(const std::string& args, const TempDir& tmp);
 
 }  // namespace mlaserve::testing
