@@ -315,7 +315,8 @@ class DeepSeek:
         q = np.concatenate([rope_half_split(q[..., :dr], cos, sin), q[..., dr:]], axis=-1)
         k = np.concatenate([rope_half_split(k[:, :dr], cos, sin), k[:, dr:]], axis=-1)
         w = (x @ self.W(p + "indexer.weights_proj.weight").T) * Hi ** -0.5 * Di ** -0.5   # [T, Hi]
-        qk = np.maximum(np.einsum("thd,sd->ths", q, k), 0.0)                        # [T, Hi, S] relu
+        dots = np.einsum("thd,sd->ths", q, k)                                      # [T, Hi, S]
+        qk = np.maximum(dots, 0.0)                                                  # relu
         I = np.einsum("th,ths->ts", w, qk)                                          # [T, S]
         A = np.einsum("th,ths->ts", np.abs(w), qk)                                  # margin normaliser
         causal = np.tril(np.ones((T, T), dtype=bool))
@@ -333,6 +334,23 @@ class DeepSeek:
             amax = np.max(np.where(causal[rows], A[rows], 0.0), axis=-1)
             gap = kth - nxt
             margin = np.where(amax > 0, gap / np.where(amax > 0, amax, 1.0), 0.0)
+            # An exact tie at I = 0 (fewer than K keys score above 0; the rest of the selection
+            # is the earliest zero-scoring keys) is exact in float32 too, as long as no key moves
+            # between scoring above, at or below 0: its margin is how far every head's dot and
+            # every nonzero score stays from 0, relative to the row's largest.
+            zero_tie = (gap == 0) & (kth == 0)
+            if np.any(zero_tie):
+                zr = rows[zero_tie]
+                vis = causal[zr]                                                   # [Z, S]
+                d = np.abs(dots[zr])                                               # [Z, Hi, S]
+                dmax = np.max(np.where(vis[:, None, :], d, 0.0), axis=(1, 2))
+                dmin = np.min(np.where(vis[:, None, :], d, np.inf), axis=(1, 2))
+                nz = np.abs(I[zr])
+                imin = np.min(np.where(vis & (nz > 0), nz, np.inf), axis=-1)
+                am = amax[zero_tie]
+                clip = np.minimum(dmin / np.where(dmax > 0, dmax, 1.0),
+                                  np.where(np.isinf(imin), np.inf, imin / np.where(am > 0, am, 1.0)))
+                margin[zero_tie] = clip
             min_margin = float(np.min(margin))
         return allowed, min_margin
 
