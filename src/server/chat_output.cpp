@@ -1,9 +1,12 @@
 #include "server/chat_output.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "server/openai_format.h"
 #include "server/tool_calls.h"
+#include "tokenizer/deepseek_v32_encoding.h"
 
 namespace mlaserve::server {
 
@@ -13,6 +16,60 @@ constexpr std::string_view kThinkBegin = "<think>";
 constexpr std::string_view kThinkEnd = "</think>";
 // A call's "TYPE<｜tool▁sep｜>NAME" is short; a longer header is not a call.
 constexpr size_t kMaxCallHeader = 512;
+
+// The markers of the V3 and V3.1 syntaxes (tool_calls.h): a call's header (V3: its type, the
+// separator token and its name; V3.1: its name) ends at header_end, its arguments at call_end.
+struct MarkerSyntax {
+  std::string_view header_end, call_end, separator;
+};
+
+MarkerSyntax marker_syntax(ToolSyntax syntax) {
+  using namespace deepseek_v3;
+  if (syntax == ToolSyntax::DeepseekV31) return {kCallSep, kCallEndToken, ""};
+  return {kArgumentsBegin, kCallEnd, kCallSeparator};
+}
+
+// A DSML attribute's longest plausible text; a longer one is not DSML.
+constexpr size_t kMaxDsmlAttributes = 512;
+
+// Python's json.dumps of a string's characters (ensure_ascii=False), without the quotes: what
+// DeepSeek's decoder makes of a string="true" value. Bytes are escaped one by one, so pieces of
+// a value escape to pieces of its escape.
+std::string json_escaped(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
 
 // The longest tail of `text` that is a proper prefix of `marker`.
 size_t marker_tail(std::string_view text, std::string_view marker) {
@@ -58,8 +115,8 @@ void ChatMessage::add(const ChatDelta& delta) {
   }
 }
 
-ChatOutputParser::ChatOutputParser(bool reasoning, bool tool_calls)
-    : tool_calls_(tool_calls), phase_(reasoning ? Phase::Reasoning : Phase::Content) {}
+ChatOutputParser::ChatOutputParser(bool reasoning, std::optional<ToolSyntax> tool_calls)
+    : syntax_(tool_calls), phase_(reasoning ? Phase::Reasoning : Phase::Content) {}
 
 ChatDelta ChatOutputParser::push(std::string_view text) {
   pending_ += text;
@@ -73,6 +130,7 @@ ChatDelta ChatOutputParser::finish() {
   ChatDelta delta;
   while (step(delta, /*final=*/true)) {
   }
+  close_dsml_call(delta);  // the output ended inside a call
   return delta;
 }
 
@@ -88,6 +146,12 @@ bool ChatOutputParser::step(ChatDelta& delta, bool final) {
       return header_step(delta, final);
     case Phase::Arguments:
       return arguments_step(delta, final);
+    case Phase::DsmlCalls:
+      return dsml_calls_step(delta, final);
+    case Phase::DsmlInvoke:
+      return dsml_invoke_step(delta, final);
+    case Phase::DsmlValue:
+      return dsml_value_step(delta, final);
     case Phase::Trailing:  // text after the calls, or what did not parse as one, stays content
       delta.content += pending_;
       pending_.clear();
@@ -130,20 +194,43 @@ bool ChatOutputParser::content_step(ChatDelta& delta, bool final) {
     if (pending_.empty()) return false;
     trim_leading_space_ = false;
   }
-  if (!tool_calls_) {
+  if (!syntax_) {
     delta.content += pending_;
     pending_.clear();
     return false;
   }
-  if (!take_until(deepseek_v3::kCallsBegin, delta.content, final)) return false;
-  phase_ = Phase::Calls;
+  if (*syntax_ != ToolSyntax::Dsml) {
+    if (!take_until(deepseek_v3::kCallsBegin, delta.content, final)) return false;
+    phase_ = Phase::Calls;
+    return true;
+  }
+  // DSML calls follow the content after "\n\n", which is not content: newlines before a
+  // possible marker are held back too.
+  const std::string_view marker = tokenizer::dsv32::kCallsBegin;
+  const size_t at = pending_.find(marker);
+  size_t end = at != std::string::npos ? at
+               : final                 ? pending_.size()
+                                       : pending_.size() - marker_tail(pending_, marker);
+  if (!final || at != std::string::npos) {
+    while (end > 0 && pending_[end - 1] == '\n') --end;
+  }
+  delta.content.append(pending_, 0, end);
+  if (at == std::string::npos) {
+    pending_.erase(0, end);
+    return false;
+  }
+  pending_.erase(0, at + marker.size());
+  phase_ = Phase::DsmlCalls;
   return true;
 }
 
 // Between calls: the next call, or the end of the calls.
 bool ChatOutputParser::calls_step(ChatDelta&, bool final) {
   using namespace deepseek_v3;
-  if (pending_.starts_with(kCallSeparator)) pending_.erase(0, kCallSeparator.size());
+  const MarkerSyntax syntax = marker_syntax(*syntax_);
+  if (!syntax.separator.empty() && pending_.starts_with(syntax.separator)) {
+    pending_.erase(0, syntax.separator.size());
+  }
   if (pending_.starts_with(kCallBegin)) {
     pending_.erase(0, kCallBegin.size());
     phase_ = Phase::CallHeader;
@@ -162,10 +249,12 @@ bool ChatOutputParser::calls_step(ChatDelta&, bool final) {
   return true;
 }
 
-// "TYPE<｜tool▁sep｜>NAME" up to the arguments' opening fence: the call begins.
+// V3: "TYPE<｜tool▁sep｜>NAME" up to the arguments' opening fence; V3.1: "NAME" up to the
+// separator token. The call begins.
 bool ChatOutputParser::header_step(ChatDelta& delta, bool final) {
   using namespace deepseek_v3;
-  const size_t at = pending_.find(kArgumentsBegin);
+  const MarkerSyntax syntax = marker_syntax(*syntax_);
+  const size_t at = pending_.find(syntax.header_end);
   if (at == std::string::npos) {
     if (!final && pending_.size() <= kMaxCallHeader) return false;
     phase_ = Phase::Trailing;
@@ -177,17 +266,130 @@ bool ChatOutputParser::header_step(ChatDelta& delta, bool final) {
       sep == std::string_view::npos ? header : header.substr(sep + kCallSep.size());
   delta.tool_calls.push_back({calls_, new_request_id("call_"), std::string(name), {}});
   calls_ += 1;
-  pending_.erase(0, at + kArgumentsBegin.size());
+  pending_.erase(0, at + syntax.header_end.size());
   phase_ = Phase::Arguments;
   return true;
 }
 
 bool ChatOutputParser::arguments_step(ChatDelta& delta, bool final) {
   std::string arguments;
-  const bool ended = take_until(deepseek_v3::kCallEnd, arguments, final);
+  const bool ended = take_until(marker_syntax(*syntax_).call_end, arguments, final);
   if (!arguments.empty()) add_arguments(delta.tool_calls, calls_ - 1, arguments);
   if (!ended) return false;
   phase_ = Phase::Calls;
+  return true;
+}
+
+void ChatOutputParser::close_dsml_call(ChatDelta& delta) {
+  if (!dsml_open_) return;
+  std::string end = dsml_string_ ? "\"" : "";
+  end += dsml_parameters_ ? "}" : "{}";
+  add_arguments(delta.tool_calls, calls_ - 1, end);
+  dsml_open_ = dsml_parameters_ = dsml_string_ = false;
+}
+
+void ChatOutputParser::to_trailing(ChatDelta& delta) {
+  close_dsml_call(delta);
+  phase_ = Phase::Trailing;
+}
+
+bool ChatOutputParser::dsml_element(std::string_view open, std::string& attributes, bool final,
+                                    bool& malformed) {
+  malformed = false;
+  const size_t close = pending_.find("\">", open.size());
+  if (close == std::string::npos || close - open.size() > kMaxDsmlAttributes) {
+    if (!final && pending_.size() <= open.size() + kMaxDsmlAttributes + 2) return false;
+    malformed = true;
+    return false;
+  }
+  attributes.assign(pending_, open.size(), close - open.size());
+  pending_.erase(0, close + 2);
+  return true;
+}
+
+// Between invokes: whitespace, then the next invoke or the end of the calls.
+bool ChatOutputParser::dsml_calls_step(ChatDelta& delta, bool final) {
+  using namespace tokenizer::dsv32;
+  pending_.erase(0, std::min(pending_.find_first_not_of(" \t\r\n"), pending_.size()));
+  if (pending_.starts_with(kInvokeBegin)) {
+    std::string name;
+    bool malformed = false;
+    if (!dsml_element(kInvokeBegin, name, final, malformed)) {
+      if (malformed) to_trailing(delta);
+      return malformed;
+    }
+    delta.tool_calls.push_back({calls_, new_request_id("call_"), name, {}});
+    calls_ += 1;
+    dsml_open_ = true;
+    phase_ = Phase::DsmlInvoke;
+    return true;
+  }
+  if (pending_.starts_with(kCallsEnd)) {
+    pending_.erase(0, kCallsEnd.size());
+    to_trailing(delta);
+    return true;
+  }
+  if (pending_.empty()) return false;
+  if (!final && (kInvokeBegin.starts_with(pending_) || kCallsEnd.starts_with(pending_))) {
+    return false;
+  }
+  to_trailing(delta);
+  return true;
+}
+
+// Inside an invoke: whitespace, then a parameter (its name and quoting) or the invoke's end.
+bool ChatOutputParser::dsml_invoke_step(ChatDelta& delta, bool final) {
+  using namespace tokenizer::dsv32;
+  pending_.erase(0, std::min(pending_.find_first_not_of(" \t\r\n"), pending_.size()));
+  if (pending_.starts_with(kParameterBegin)) {
+    std::string attributes;
+    bool malformed = false;
+    if (!dsml_element(kParameterBegin, attributes, final, malformed)) {
+      if (malformed) to_trailing(delta);
+      return malformed;
+    }
+    // NAME" string="true|false
+    constexpr std::string_view kString = "\" string=\"";
+    const size_t at = attributes.find(kString);
+    const std::string_view quoting =
+        at == std::string::npos ? "" : std::string_view(attributes).substr(at + kString.size());
+    if (quoting != "true" && quoting != "false") {
+      to_trailing(delta);
+      return true;
+    }
+    const std::string name = attributes.substr(0, at);
+    dsml_string_ = quoting == "true";
+    add_arguments(delta.tool_calls, calls_ - 1,
+                  fmt::format("{}\"{}\": {}", dsml_parameters_ ? ", " : "{", json_escaped(name),
+                              dsml_string_ ? "\"" : ""));
+    dsml_parameters_ = true;
+    phase_ = Phase::DsmlValue;
+    return true;
+  }
+  if (pending_.starts_with(kInvokeEnd)) {
+    pending_.erase(0, kInvokeEnd.size());
+    close_dsml_call(delta);
+    phase_ = Phase::DsmlCalls;
+    return true;
+  }
+  if (pending_.empty()) return false;
+  if (!final && (kParameterBegin.starts_with(pending_) || kInvokeEnd.starts_with(pending_))) {
+    return false;
+  }
+  to_trailing(delta);
+  return true;
+}
+
+// A parameter's value up to its closing tag: a string="true" value JSON-escaped, another as is.
+bool ChatOutputParser::dsml_value_step(ChatDelta& delta, bool final) {
+  std::string value;
+  const bool ended = take_until(tokenizer::dsv32::kParameterEnd, value, final);
+  if (dsml_string_) value = json_escaped(value);
+  if (ended && dsml_string_) value += '"';
+  if (!value.empty()) add_arguments(delta.tool_calls, calls_ - 1, value);
+  if (!ended) return false;
+  dsml_string_ = false;
+  phase_ = Phase::DsmlInvoke;
   return true;
 }
 

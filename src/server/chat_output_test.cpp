@@ -6,8 +6,15 @@
 
 #include <string>
 
+#include "server/tool_calls.h"
+
 namespace mlaserve::server {
 namespace {
+
+// DeepSeek-V3's call syntax when the request has tools.
+std::optional<ToolSyntax> v3_calls(bool tools) {
+  return tools ? std::optional(ToolSyntax::DeepseekV3) : std::nullopt;
+}
 
 const std::string kCall = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>";
 
@@ -16,7 +23,7 @@ std::string call_text(const std::string& name, const std::string& arguments) {
 }
 
 ChatMessage parse_whole(const std::string& text, bool reasoning, bool tools) {
-  ChatOutputParser parser(reasoning, tools);
+  ChatOutputParser parser(reasoning, v3_calls(tools));
   ChatMessage message;
   message.add(parser.push(text));
   message.add(parser.finish());
@@ -25,7 +32,7 @@ ChatMessage parse_whole(const std::string& text, bool reasoning, bool tools) {
 
 // The text pushed `piece` bytes at a time (cuts may fall inside UTF-8 characters and markers).
 ChatMessage parse_in_pieces(const std::string& text, size_t piece, bool reasoning, bool tools) {
-  ChatOutputParser parser(reasoning, tools);
+  ChatOutputParser parser(reasoning, v3_calls(tools));
   ChatMessage message;
   for (size_t at = 0; at < text.size(); at += piece)
     message.add(parser.push(text.substr(at, piece)));
@@ -95,7 +102,7 @@ TEST(ChatOutput, ToolCallsAfterContent) {
 }
 
 TEST(ChatOutput, TheFirstPieceOfACallNamesIt) {
-  ChatOutputParser parser(false, true);
+  ChatOutputParser parser(false, ToolSyntax::DeepseekV3);
   ChatDelta head = parser.push("<｜tool▁calls▁begin｜>" + kCall + "f\n```json\n{\"a\"");
   ASSERT_EQ(head.tool_calls.size(), 1u);
   EXPECT_EQ(head.tool_calls[0].name, "f");

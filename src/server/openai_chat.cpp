@@ -7,6 +7,7 @@
 #include "server/json_fields.h"
 #include "server/openai_format.h"
 #include "server/openai_handlers.h"
+#include "server/prompt_input.h"
 #include "server/tool_calls.h"
 
 namespace mlaserve::server {
@@ -16,12 +17,23 @@ namespace {
 // Like vLLM: without max_tokens a chat may use all the context the prompt leaves.
 constexpr int64_t kDefaultMaxTokens = std::numeric_limits<int64_t>::max();
 
-// How a choice's text is split: reasoning (with a reasoning parser), content, tool calls.
+// How a choice's text is split: reasoning (thinking on, or a reasoning parser), content, tool
+// calls (in the model's syntax).
 struct ChatParsing {
   bool reasoning = false;
-  bool tool_calls = false;
+  std::optional<ToolSyntax> tool_calls;
   ChatOutputParser parser() const { return ChatOutputParser(reasoning, tool_calls); }
 };
+
+// Whether the answer begins with reasoning. A chat format with a thinking switch (DeepSeek-V3.1's
+// template, V3.2's format) thinks exactly when chat_template_kwargs turn thinking on, whatever
+// the reasoning parser; otherwise --reasoning-parser deepseek-r1 always splits, deepseek-v3 when
+// thinking is on.
+bool splits_reasoning(const ServerContext& context, bool thinking) {
+  if (context.tokenizer.hybrid_thinking()) return thinking;
+  const std::string& parser = context.options.reasoning_parser;
+  return parser == "deepseek-r1" || (parser == "deepseek-v3" && thinking);
+}
 
 // A choice that called tools and then stopped finishes with "tool_calls", as OpenAI's do.
 nlohmann::json chat_finish_reason(const Finish* finish, bool called_tools) {
@@ -179,16 +191,20 @@ void handle_chat_completions(ServerContext& context, const httplib::Request& req
   check_model(body, context);
   GenerationOptions options = parse_openai_options(body, Api::Chat, context.tokenizer.vocab_size());
   const OrderedBody ordered(request.body);
-  const std::optional<ToolRequest> tools = parse_tool_request(body, ordered, context.tokenizer);
+  const nlohmann::ordered_json kwargs = chat_template_kwargs(body, ordered);
+  const bool thinking = tokenizer::thinking_requested(kwargs);
+  // The prompt ends in an open thinking block only where the format has the switch.
+  const std::optional<ToolRequest> tools = parse_tool_request(
+      body, ordered, context.tokenizer, thinking && context.tokenizer.hybrid_thinking());
   if (grammar::GrammarPtr grammar = chat_output_grammar(tools, body, ordered, context.grammars)) {
     options.make_constraint = context.grammars.constraints(std::move(grammar));
   }
-  const std::vector<Prompt> prompts = {
-      chat_prompt(body, context.tokenizer, tools ? &tools->tools : nullptr)};
+  const std::vector<Prompt> prompts = {chat_prompt(
+      body, context.tokenizer, tools ? ordered.at("/tools") : nlohmann::ordered_json(), kwargs)};
   const OpenAiResponseHeader header{new_request_id("chatcmpl-"), unix_time_now(),
                                     context.served_model_name()};
-  const ChatParsing parsing{context.options.reasoning_parser == "deepseek-r1",
-                            tools && tools->parses_calls()};
+  ChatParsing parsing{splits_reasoning(context, thinking), std::nullopt};
+  if (tools && tools->parses_calls()) parsing.tool_calls = tools->syntax;
   run_openai_generation(context, request, response, prompts, options, kDefaultMaxTokens, header.id,
                         std::make_shared<ChatFormat>(header, options, context.tokenizer, parsing));
 }

@@ -105,8 +105,33 @@ std::vector<Prompt> completion_prompts(const nlohmann::json& body,
   return prompts_of(*prompt, tokenizer, "prompt");
 }
 
+nlohmann::ordered_json chat_template_kwargs(const nlohmann::json& body,
+                                            const OrderedBody& ordered) {
+  const nlohmann::json* kwargs = field(body, "chat_template_kwargs");
+  if (!kwargs || kwargs->is_null()) return nlohmann::ordered_json::object();
+  if (!kwargs->is_object()) {
+    throw invalid_request(
+        fmt::format("'chat_template_kwargs' must be an object, got {}", kwargs->type_name()),
+        "chat_template_kwargs");
+  }
+  for (const auto& [name, value] : kwargs->items()) {
+    const std::string param = "chat_template_kwargs." + name;
+    if (tokenizer::is_reserved_chat_variable(name)) {
+      throw invalid_request(
+          fmt::format("'{}' is not allowed: the server passes '{}' to the chat template itself",
+                      param, name),
+          param);
+    }
+    if ((name == "thinking" || name == "enable_thinking") && !value.is_boolean()) {
+      throw invalid_request(fmt::format("'{}' must be a boolean, got {}", param, value.type_name()),
+                            param);
+    }
+  }
+  return ordered.at("/chat_template_kwargs");
+}
+
 Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer,
-                   const nlohmann::json* tools) {
+                   const nlohmann::ordered_json& tools, const nlohmann::ordered_json& kwargs) {
   const nlohmann::json messages = normalized_messages(body);
   if (!tokenizer.has_chat_template()) {
     throw invalid_request("The model's tokenizer has no chat template; use /v1/completions",
@@ -114,7 +139,11 @@ Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& token
   }
   std::string rendered;
   try {
-    rendered = tokenizer.apply_chat_template(messages, /*add_generation_prompt=*/true, tools);
+    tokenizer::ChatInput input;
+    input.messages = nlohmann::ordered_json::parse(messages.dump());
+    input.tools = tools;
+    input.kwargs = kwargs;
+    rendered = tokenizer.render_chat(input);
     return {tokenizer.encode(rendered, /*add_special_tokens=*/false), std::nullopt};
   } catch (const Error& error) {
     throw invalid_request(fmt::format("'messages' cannot be rendered: {}", error.what()),

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mlaserve::server {
@@ -22,10 +23,16 @@ struct Prompt {
 // "prompt" of /v1/completions: a string, a list of strings, a list of ids or a list of id lists.
 std::vector<Prompt> completion_prompts(const nlohmann::json& body,
                                        const tokenizer::Tokenizer& tokenizer);
-// "messages" of /v1/chat/completions, rendered with the tokenizer's chat template (and the
-// request's tools, when given).
+// "chat_template_kwargs" of a chat body (extra chat-template variables, keys in the client's
+// order): an empty object when absent. 400 naming the field when it is not an object, sets a
+// variable the server passes itself (messages, tools, ...), or gives "thinking" or
+// "enable_thinking" a value that is not a boolean.
+nlohmann::ordered_json chat_template_kwargs(const nlohmann::json& body, const OrderedBody& ordered);
+// "messages" of /v1/chat/completions, rendered with the tokenizer's chat format, the request's
+// tools (null: none; keys in the client's order) and its chat_template_kwargs.
 Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer,
-                   const nlohmann::json* tools = nullptr);
+                   const nlohmann::ordered_json& tools = nullptr,
+                   const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object());
 
 // "text" (a string or list) or "input_ids" (a list or list of lists) of /generate.
 struct NativePrompts {

@@ -16,8 +16,11 @@ struct ServerOptions {
   std::string model_path;
   std::string tokenizer_path;
   bool cors = false;  // send Access-Control-* headers for browser clients
-  // "deepseek-r1": chat answers return the text before "</think>" as reasoning_content.
+  // "deepseek-r1": chat answers return the text before "</think>" as reasoning_content;
+  // "deepseek-v3": only when chat_template_kwargs turn thinking on.
   std::string reasoning_parser;
+  // --chat-template: a Jinja file replacing the model's template, or "deepseek-v32".
+  std::string chat_template;
 };
 
 }  // namespace mlaserve::server

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,10 @@ class ServerTest : public ::testing::Test {
   void SetUp() override { start({}, {}); }
   void TearDown() override { stop(); }
 
-  // Restarts with these options (host, port and model names are filled in).
-  void start(ServerOptions options, FakeEngine::Options engine_options) {
+  // Restarts with these options (host, port and model names are filled in), serving `served`
+  // (brown-tiny's tokenizer with another chat format, say) when given.
+  void start(ServerOptions options, FakeEngine::Options engine_options,
+             std::optional<tokenizer::Tokenizer> served = std::nullopt) {
     stop();
     options.host = "127.0.0.1";
     options.port = 0;
@@ -46,7 +49,8 @@ class ServerTest : public ::testing::Test {
     options.tokenizer_path = mlaserve::testing::kBrownTinyTokenizerDir;
     engine_options.vocab_size = tokenizer().vocab_size();
     engine_ = std::make_unique<FakeEngine>(engine_options);
-    server_ = std::make_unique<HttpServer>(options, *engine_, tokenizer());
+    served_ = std::move(served);
+    server_ = std::make_unique<HttpServer>(options, *engine_, served_ ? *served_ : tokenizer());
     server_->start();
   }
 
@@ -107,6 +111,7 @@ class ServerTest : public ::testing::Test {
 
  private:
   std::unique_ptr<FakeEngine> engine_;
+  std::optional<tokenizer::Tokenizer> served_;
   std::unique_ptr<HttpServer> server_;
 };
 

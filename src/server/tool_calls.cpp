@@ -6,6 +6,7 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "tokenizer/deepseek_v32_encoding.h"
 
 namespace mlaserve::server {
 
@@ -76,10 +77,17 @@ void parse_tool_choice(const nlohmann::json& body, ToolRequest& request) {
   request.function = *name;
 }
 
-// One call of `function`: its name, then arguments valid for its parameters schema.
-GrammarBuilder::Rule call_rule(const ToolFunction& function, const CompiledGrammars& grammars,
-                               GrammarBuilder& builder) {
+// One call of `function` in V3's syntax (type, name, fenced arguments) or V3.1's (name,
+// arguments): arguments valid for its parameters schema.
+GrammarBuilder::Rule marker_call_rule(const ToolFunction& function, ToolSyntax syntax,
+                                      const CompiledGrammars& grammars, GrammarBuilder& builder) {
   using namespace deepseek_v3;
+  if (syntax == ToolSyntax::DeepseekV31) {
+    return builder.sequence({builder.literal(grammars.token_literal(kCallBegin) + function.name +
+                                             grammars.token_literal(kCallSep)),
+                             builder.json_schema(function.parameters),
+                             builder.literal(grammars.token_literal(kCallEndToken))});
+  }
   const std::string head =
       fmt::format("{}function{}{}{}", grammars.token_literal(kCallBegin),
                   grammars.token_literal(kCallSep), function.name, kArgumentsBegin);
@@ -88,17 +96,142 @@ GrammarBuilder::Rule call_rule(const ToolFunction& function, const CompiledGramm
       {builder.literal(head), builder.json_schema(function.parameters), builder.literal(end)});
 }
 
+// Any of `bytes`' characters, one or more times.
+GrammarBuilder::Rule characters(const std::string& bytes, GrammarBuilder& builder) {
+  std::vector<GrammarBuilder::Rule> alternatives;
+  for (const char c : bytes) alternatives.push_back(builder.literal(std::string(1, c)));
+  return builder.one_or_more(builder.choice(std::move(alternatives)), builder.literal(""));
+}
+
+// A DSML string value written raw: any UTF-8 text without '<' (which could begin the closing
+// tag), possibly empty.
+GrammarBuilder::Rule raw_text(GrammarBuilder& builder) {
+  std::string bytes = "\t\n";
+  for (int c = 0x20; c <= 0xF4; ++c) {
+    if (c != '<' && c != 0x7F && c != 0xC0 && c != 0xC1) {
+      bytes.push_back(static_cast<char>(c));
+    }
+  }
+  return builder.choice({characters(bytes, builder), builder.literal("")});
+}
+
+// The raw values a string property may take, when its schema lists them (enum or const).
+std::optional<std::vector<std::string>> listed_strings(const nlohmann::ordered_json& schema) {
+  std::vector<std::string> values;
+  if (const auto it = schema.find("const"); it != schema.end()) {
+    if (!it->is_string()) return std::nullopt;
+    values.push_back(it->get<std::string>());
+  } else if (const auto en = schema.find("enum"); en != schema.end()) {
+    if (!en->is_array() || en->empty()) return std::nullopt;
+    for (const auto& value : *en) {
+      if (!value.is_string()) return std::nullopt;
+      values.push_back(value.get<std::string>());
+    }
+  } else {
+    return std::nullopt;
+  }
+  // A value with '<' could not be told from the closing tag.
+  for (const std::string& value : values) {
+    if (value.find('<') != std::string::npos) return std::nullopt;
+  }
+  return values;
+}
+
+// A plain string property: {"type": "string"} and keywords that do not constrain the text.
+bool plain_string(const nlohmann::ordered_json& schema) {
+  if (schema.value("type", nlohmann::ordered_json()) != "string") return false;
+  for (const auto& [key, value] : schema.items()) {
+    if (key != "type" && key != "description" && key != "title" && key != "default" &&
+        key != "examples")
+      return false;
+  }
+  return true;
+}
+
+// One DSML parameter, "\n" first: raw text for a plain or listed string, else JSON.
+GrammarBuilder::Rule dsml_parameter(const std::string& name, nlohmann::ordered_json schema,
+                                    const nlohmann::ordered_json& root, GrammarBuilder& builder) {
+  using namespace tokenizer::dsv32;
+  const auto head = [&](bool raw) {
+    return builder.literal(
+        fmt::format("\n{}{}\" string=\"{}\">", kParameterBegin, name, raw ? "true" : "false"));
+  };
+  const GrammarBuilder::Rule end = builder.literal(std::string(kParameterEnd));
+  if (plain_string(schema)) return builder.sequence({head(true), raw_text(builder), end});
+  if (const auto values = listed_strings(schema)) {
+    std::vector<GrammarBuilder::Rule> literals;
+    for (const std::string& value : *values) literals.push_back(builder.literal(value));
+    return builder.sequence({head(true), builder.choice(std::move(literals)), end});
+  }
+  // The property's schema may refer to the parameters' definitions.
+  for (const char* defs : {"$defs", "definitions"}) {
+    if (root.contains(defs) && !schema.contains(defs)) schema[defs] = root[defs];
+  }
+  return builder.sequence({head(false), builder.json_schema(schema), end});
+}
+
+// One call in DSML: the invoke element with a parameter per property of the schema, in its order
+// (the required ones always, the others optionally); a schema without properties takes any.
+GrammarBuilder::Rule dsml_call_rule(const ToolFunction& function, GrammarBuilder& builder) {
+  using namespace tokenizer::dsv32;
+  const nlohmann::ordered_json& schema = function.parameters;
+  const std::string begin = fmt::format("{}{}\">", kInvokeBegin, function.name);
+  const std::string end = fmt::format("\n{}", kInvokeEnd);
+  const auto properties = schema.find("properties");
+  if (properties == schema.end() || !properties->is_object()) {
+    // Any parameters: NAME string="false" with any JSON value.
+    const GrammarBuilder::Rule name =
+        characters("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", builder);
+    const GrammarBuilder::Rule any =
+        builder.sequence({builder.literal(fmt::format("\n{}", kParameterBegin)), name,
+                          builder.literal("\" string=\"false\">"),
+                          builder.json_schema(nlohmann::ordered_json::object()),
+                          builder.literal(std::string(kParameterEnd))});
+    return builder.sequence(
+        {builder.literal(begin),
+         builder.choice({builder.one_or_more(any, builder.literal("")), builder.literal("\n")}),
+         builder.literal(end)});
+  }
+  if (properties->empty()) return builder.literal(begin + "\n" + end);
+  std::vector<std::string> required;
+  if (const auto list = schema.find("required"); list != schema.end() && list->is_array()) {
+    for (const auto& name : *list) {
+      if (name.is_string()) required.push_back(name.get<std::string>());
+    }
+  }
+  std::vector<GrammarBuilder::Rule> parts = {builder.literal(begin)};
+  for (const auto& [name, property] : properties->items()) {
+    GrammarBuilder::Rule parameter = dsml_parameter(name, property, schema, builder);
+    const bool is_required = std::find(required.begin(), required.end(), name) != required.end();
+    parts.push_back(is_required ? parameter : builder.choice({parameter, builder.literal("")}));
+  }
+  parts.push_back(builder.literal(end));
+  return builder.sequence(std::move(parts));
+}
+
 GrammarBuilder::Rule calls_rule(const ToolRequest& tools, const CompiledGrammars& grammars,
                                 GrammarBuilder& builder) {
   std::vector<GrammarBuilder::Rule> calls;
   for (const ToolFunction& function : tools.functions) {
     if (tools.choice != ToolChoice::Function || function.name == tools.function) {
-      calls.push_back(call_rule(function, grammars, builder));
+      calls.push_back(tools.syntax == ToolSyntax::Dsml
+                          ? dsml_call_rule(function, builder)
+                          : marker_call_rule(function, tools.syntax, grammars, builder));
     }
   }
   GrammarBuilder::Rule call = builder.choice(std::move(calls));
+  if (tools.syntax == ToolSyntax::Dsml) {
+    using namespace tokenizer::dsv32;
+    if (tools.parallel && tools.choice != ToolChoice::Function) {
+      call = builder.one_or_more(call, builder.literal("\n"));
+    }
+    return builder.sequence({builder.literal(fmt::format("\n\n{}\n", kCallsBegin)), call,
+                             builder.literal(fmt::format("\n{}", kCallsEnd))});
+  }
   if (tools.parallel && tools.choice != ToolChoice::Function) {
-    call = builder.one_or_more(call, builder.literal(deepseek_v3::kCallSeparator));
+    call = builder.one_or_more(
+        call,
+        builder.literal(tools.syntax == ToolSyntax::DeepseekV3 ? deepseek_v3::kCallSeparator : ""));
   }
   return builder.sequence({builder.literal(grammars.token_literal(deepseek_v3::kCallsBegin)), call,
                            builder.literal(grammars.token_literal(deepseek_v3::kCallsEnd))});
@@ -106,9 +239,26 @@ GrammarBuilder::Rule calls_rule(const ToolRequest& tools, const CompiledGrammars
 
 }  // namespace
 
+std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer) {
+  if (tokenizer.chat_format() == tokenizer::ChatFormatKind::DeepseekV32) return ToolSyntax::Dsml;
+  const std::string& source = tokenizer.chat_template_source();
+  if (source.find("｜DSML｜") != std::string::npos) return ToolSyntax::Dsml;
+  const auto is_token = [&](std::string_view marker) {
+    return tokenizer.token_to_id(marker).has_value();
+  };
+  if (source.find(deepseek_v3::kCallsBegin) == std::string::npos ||
+      !std::all_of(std::begin(deepseek_v3::kMarkerTokens), std::end(deepseek_v3::kMarkerTokens),
+                   is_token)) {
+    return std::nullopt;
+  }
+  return source.find("```json") != std::string::npos ? ToolSyntax::DeepseekV3
+                                                     : ToolSyntax::DeepseekV31;
+}
+
 std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
                                               const OrderedBody& ordered,
-                                              const tokenizer::Tokenizer& tokenizer) {
+                                              const tokenizer::Tokenizer& tokenizer,
+                                              bool thinking) {
   const nlohmann::json* tools = field(body, "tools");
   if (!tools) {
     if (field(body, "tool_choice")) {
@@ -117,19 +267,17 @@ std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
     return std::nullopt;
   }
   if (!tools->is_array()) throw invalid_request("'tools' must be a list", "tools");
-  const auto is_token = [&](std::string_view marker) {
-    return tokenizer.token_to_id(marker).has_value();
-  };
-  if (tokenizer.chat_template_source().find(deepseek_v3::kCallsBegin) == std::string::npos ||
-      !std::all_of(std::begin(deepseek_v3::kMarkerTokens), std::end(deepseek_v3::kMarkerTokens),
-                   is_token)) {
+  const std::optional<ToolSyntax> syntax = tool_syntax(tokenizer);
+  if (!syntax) {
     throw invalid_request(
-        "This model's chat template and vocabulary have no tool-call syntax (DeepSeek-V3's), so "
-        "it cannot call tools",
+        "This model's chat template and vocabulary have no tool-call syntax (DeepSeek-V3's, "
+        "V3.1's or V3.2's DSML), so it cannot call tools",
         "tools");
   }
   ToolRequest request;
   request.tools = *tools;
+  request.syntax = *syntax;
+  request.thinking = thinking;
   for (size_t i = 0; i < tools->size(); ++i)
     request.functions.push_back(parse_tool((*tools)[i], i, ordered));
   request.choice = tools->empty() ? ToolChoice::None : ToolChoice::Auto;
@@ -151,6 +299,8 @@ grammar::GrammarPtr chat_output_grammar(const std::optional<ToolRequest>& tools,
   if (!forced && !call_or_format) return response_format_grammar(body, ordered, grammars);
   // The key holds everything the grammar is built from.
   nlohmann::ordered_json key = {{"choice", static_cast<int>(tools->choice)},
+                                {"syntax", static_cast<int>(tools->syntax)},
+                                {"thinking", tools->thinking},
                                 {"function", tools->function},
                                 {"parallel", tools->parallel},
                                 {"format", forced ? "" : response_format_key(*format, ordered)}};
@@ -163,6 +313,8 @@ grammar::GrammarPtr chat_output_grammar(const std::optional<ToolRequest>& tools,
         GrammarBuilder builder;
         GrammarBuilder::Rule root = calls_rule(*tools, grammars, builder);
         if (!forced) root = builder.choice({root, add_response_format(*format, ordered, builder)});
+        // The prompt opened a thinking block: the answer closes it first.
+        if (tools->thinking) root = builder.sequence({builder.literal("</think>"), root});
         return std::move(builder).build(root);
       },
       "tools");

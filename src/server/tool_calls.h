@@ -1,10 +1,15 @@
 // Tool calls in the chat API: the request's "tools", "tool_choice" and "parallel_tool_calls",
-// and the grammar that makes the model write a call when the request demands one.
+// and the grammar that makes the model write a call when the request demands one, in the
+// tool-call syntax of the model's chat format (ToolSyntax). A model answers in the syntax its chat
+// format writes calls in, which chat_output.h parses back.
 //
 // DeepSeek-V3's chat template writes an assistant's calls as
 //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGUMENTS\n```<｜tool▁call▁end｜>
-// with further calls after a "\n", and <｜tool▁calls▁end｜> after the last; a model trained on
-// it answers in the same syntax, which chat_output.h parses back.
+// with further calls after a "\n", and <｜tool▁calls▁end｜> after the last. DeepSeek-V3.1's drops
+// the type and the fence:
+//   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGUMENTS<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+// with nothing between calls. DeepSeek-V3.2's encoder writes DSML (deepseek_v32_encoding.h): each
+// argument a <｜DSML｜parameter> element, strings raw (string="true"), other values as JSON.
 #pragma once
 
 #include <optional>
@@ -34,6 +39,13 @@ inline constexpr std::string_view kMarkerTokens[] = {kCallsBegin, kCallsEnd, kCa
                                                      kCallEndToken};
 }  // namespace deepseek_v3
 
+// How the model's chat format writes tool calls, told from the chat template's text (the built-in
+// DeepSeek-V3.2 format, or a template that writes "｜DSML｜": DSML; a template that writes
+// <｜tool▁calls▁begin｜> with a ```json fence: V3's, without one: V3.1's). V3 and V3.1 need the
+// markers to be tokens of the vocabulary. nullopt: the model cannot call tools.
+enum class ToolSyntax { DeepseekV3, DeepseekV31, Dsml };
+std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer);
+
 // OpenAI's tool_choice: "none" (answer in text), "auto" (the model decides), "required" (at least
 // one call), or {"type": "function", "function": {"name": ...}} (exactly that call).
 enum class ToolChoice { None, Auto, Required, Function };
@@ -46,6 +58,10 @@ struct ToolFunction {
 
 struct ToolRequest {
   nlohmann::json tools;  // as given: the chat template renders them
+  ToolSyntax syntax = ToolSyntax::DeepseekV3;
+  // The prompt opened the model's thinking (chat_template_kwargs): a forced call comes after
+  // "</think>" (with no reasoning).
+  bool thinking = false;
   std::vector<ToolFunction> functions;
   ToolChoice choice = ToolChoice::Auto;
   std::string function;  // ToolChoice::Function: the one to call
@@ -56,16 +72,19 @@ struct ToolRequest {
 };
 
 // The tool fields of a chat body: nullopt without "tools". 400 for a malformed tool, a
-// tool_choice without tools or naming an unknown function, and a model whose chat template has
-// no tool-call syntax.
+// tool_choice without tools or naming an unknown function, and a model whose chat format has
+// no tool-call syntax. `thinking`: the prompt ends in an open thinking block.
 std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
                                               const OrderedBody& ordered,
-                                              const tokenizer::Tokenizer& tokenizer);
+                                              const tokenizer::Tokenizer& tokenizer,
+                                              bool thinking = false);
 
 // The grammar of the choice's output: for "required" or a named function, one call (or, with
 // parallel_tool_calls, one or more) of the allowed functions with arguments valid for their
-// schemas; for "auto" with a response_format, a call or the format; otherwise the
-// response_format's grammar (null for none).
+// schemas, in the request's syntax; for "auto" with a response_format, a call or the format;
+// otherwise the response_format's grammar (null for none). In DSML a string property without
+// enum, const or other constraints is written raw (string="true", any text without '<'); an enum
+// or const of strings raw too; any other property as JSON valid for its schema (string="false").
 grammar::GrammarPtr chat_output_grammar(const std::optional<ToolRequest>& tools,
                                         const nlohmann::json& body, const OrderedBody& ordered,
                                         CompiledGrammars& grammars);

@@ -12,6 +12,7 @@
 #include "runtime/worker.h"
 #include "sched/serving_engine.h"
 #include "server/http_server.h"
+#include "server/serving_tokenizer.h"
 #include "tools/commands.h"
 #include "tools/model_options.h"
 #include "tools/parallel_options.h"
@@ -183,7 +184,7 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
                          {eo.kv_tokens_per_group, o.model.kv_dtype(), o.parallel.comm_options()});
   reserve_step_buffers(worker, eo, mpi.rank());
   if (mpi.rank() != 0) return follow_rank0(worker);
-  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(o.http.tokenizer_path);
+  const tokenizer::Tokenizer tok = server::load_serving_tokenizer(o.http);
   sched::ServingEngine engine(topo.instances * topo.groups_per_instance, eo);
   server::HttpServer http(o.http, engine, tok);
   http.start();
@@ -234,8 +235,15 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--reasoning-parser", o->http.reasoning_parser,
                   "deepseek-r1: a chat answer's text before '</think>' (all of it if the model "
                   "never closes its thinking) is returned as message.reasoning_content "
-                  "(delta.reasoning_content when streaming), the rest as content")
-      ->check(CLI::IsMember({"deepseek-r1"}));
+                  "(delta.reasoning_content when streaming), the rest as content; deepseek-v3: "
+                  "the same only for requests whose chat_template_kwargs say \"thinking\": true. "
+                  "A chat format with a thinking switch (DeepSeek-V3.1's template, V3.2's "
+                  "format) splits exactly when thinking is on, with or without this flag")
+      ->check(CLI::IsMember({"deepseek-r1", "deepseek-v3"}));
+  cmd->add_option("--chat-template", o->http.chat_template,
+                  "A Jinja chat-template file to use instead of the model's, or deepseek-v32 for "
+                  "DeepSeek-V3.2's built-in format (the default for a model whose config.json "
+                  "says model_type deepseek_v32 and that ships no template)");
   cmd->add_option("--kv-cache-memory", o->kv_cache_mib,
                   "Latent KV cache per rank, in MiB (sets max_total_num_tokens)")
       ->check(CLI::PositiveNumber)

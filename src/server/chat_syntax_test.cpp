@@ -1,0 +1,201 @@
+// The tool-call syntaxes of DeepSeek-V3.1 and V3.2 (DSML) through the chat output parser: whole,
+// cut in two at every byte and pushed byte by byte (a stream must add up to the whole message),
+// and DeepSeek's own V3.2 test conversation rendered by the encoder and parsed back.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/chat_output.h"
+#include "server/tool_calls.h"
+#include "support/files.h"
+#include "tokenizer/deepseek_v32_encoding.h"
+
+namespace mlaserve::server {
+namespace {
+
+namespace dsv32 = tokenizer::dsv32;
+
+std::string v31_call(const std::string& name, const std::string& arguments) {
+  return "<｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>" + arguments + "<｜tool▁call▁end｜>";
+}
+
+std::string v31_calls(const std::string& calls) {
+  return "<｜tool▁calls▁begin｜>" + calls + "<｜tool▁calls▁end｜>";
+}
+
+std::string dsml_parameter(const std::string& name, bool string, const std::string& value) {
+  return std::string(dsv32::kParameterBegin) + name + "\" string=\"" + (string ? "true" : "false") +
+         "\">" + value + std::string(dsv32::kParameterEnd);
+}
+
+std::string dsml_invoke(const std::string& name, const std::string& parameters) {
+  return std::string(dsv32::kInvokeBegin) + name + "\">\n" + parameters + "\n" +
+         std::string(dsv32::kInvokeEnd);
+}
+
+std::string dsml_calls(const std::string& invokes) {
+  return "\n\n" + std::string(dsv32::kCallsBegin) + "\n" + invokes + "\n" +
+         std::string(dsv32::kCallsEnd);
+}
+
+ChatMessage parse(const std::vector<std::string>& pieces, bool reasoning, ToolSyntax syntax) {
+  ChatOutputParser parser(reasoning, syntax);
+  ChatMessage message;
+  for (const std::string& piece : pieces) message.add(parser.push(piece));
+  message.add(parser.finish());
+  return message;
+}
+
+void expect_same(const ChatMessage& a, const ChatMessage& b, const std::string& how) {
+  EXPECT_EQ(a.reasoning, b.reasoning) << how;
+  EXPECT_EQ(a.content, b.content) << how;
+  ASSERT_EQ(a.tool_calls.size(), b.tool_calls.size()) << how;
+  for (size_t i = 0; i < a.tool_calls.size(); ++i) {
+    EXPECT_EQ(a.tool_calls[i].name, b.tool_calls[i].name) << how;
+    EXPECT_EQ(a.tool_calls[i].arguments, b.tool_calls[i].arguments) << how;
+  }
+}
+
+// The whole text at once; then every cut in two, and byte by byte, must give the same message.
+ChatMessage parse_every_way(const std::string& text, bool reasoning, ToolSyntax syntax) {
+  const ChatMessage whole = parse({text}, reasoning, syntax);
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    expect_same(whole, parse({text.substr(0, cut), text.substr(cut)}, reasoning, syntax),
+                "cut at " + std::to_string(cut));
+  }
+  std::vector<std::string> bytes;
+  for (const char c : text) bytes.emplace_back(1, c);
+  expect_same(whole, parse(bytes, reasoning, syntax), "byte by byte");
+  return whole;
+}
+
+// --- DeepSeek-V3.1 ---
+
+TEST(V31Calls, ContentThenTwoCalls) {
+  const std::string text =
+      "Checking both." +
+      v31_calls(v31_call("get_weather", R"({"city": "Paris"})") + v31_call("get_time", "{}"));
+  const ChatMessage message = parse_every_way(text, false, ToolSyntax::DeepseekV31);
+  EXPECT_EQ(message.content, "Checking both.");
+  ASSERT_EQ(message.tool_calls.size(), 2u);
+  EXPECT_EQ(message.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(message.tool_calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(message.tool_calls[1].name, "get_time");
+  EXPECT_EQ(message.tool_calls[1].arguments, "{}");
+  EXPECT_NE(message.tool_calls[0].id, message.tool_calls[1].id);
+}
+
+TEST(V31Calls, AfterReasoning) {
+  const std::string text = "I should call it.</think>" + v31_calls(v31_call("f", R"({"a": 1})"));
+  const ChatMessage message = parse_every_way(text, true, ToolSyntax::DeepseekV31);
+  EXPECT_EQ(message.reasoning, "I should call it.");
+  EXPECT_EQ(message.content, "");
+  ASSERT_EQ(message.tool_calls.size(), 1u);
+  EXPECT_EQ(message.tool_calls[0].arguments, R"({"a": 1})");
+}
+
+TEST(V31Calls, V3SyntaxIsNotV31s) {
+  // V3's fenced call read as V3.1: the header runs into the fence, so the name is "function".
+  const ChatMessage message =
+      parse({"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{}\n```"
+             "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+            false, ToolSyntax::DeepseekV31);
+  ASSERT_EQ(message.tool_calls.size(), 1u);
+  EXPECT_EQ(message.tool_calls[0].name, "function");
+}
+
+// --- DeepSeek-V3.2 (DSML) ---
+
+TEST(DsmlCalls, TypedParametersBecomeAJsonObject) {
+  const std::string text =
+      "Setting it." +
+      dsml_calls(dsml_invoke("set_alarm", dsml_parameter("time", true, "07:00 \"sharp\"\n\\ok") +
+                                              "\n" + dsml_parameter("repeat", false, "5") + "\n" +
+                                              dsml_parameter("loud", false, "true") + "\n" +
+                                              dsml_parameter("days", false, R"(["mon", "tue"])") +
+                                              "\n" + dsml_parameter("label", true, "réveil ⏰")));
+  const ChatMessage message = parse_every_way(text, false, ToolSyntax::Dsml);
+  EXPECT_EQ(message.content, "Setting it.");
+  ASSERT_EQ(message.tool_calls.size(), 1u);
+  EXPECT_EQ(message.tool_calls[0].name, "set_alarm");
+  EXPECT_EQ(message.tool_calls[0].arguments,
+            R"({"time": "07:00 \"sharp\"\n\\ok", "repeat": 5, "loud": true, )"
+            R"("days": ["mon", "tue"], "label": "réveil ⏰"})");
+  EXPECT_EQ(nlohmann::json::parse(message.tool_calls[0].arguments)["time"],
+            "07:00 \"sharp\"\n\\ok");
+}
+
+TEST(DsmlCalls, SeveralInvokesAndNoParameters) {
+  const std::string text = dsml_calls(dsml_invoke("get_time", "") + "\n" +
+                                      dsml_invoke("get_date", dsml_parameter("tz", true, "UTC")));
+  const ChatMessage message = parse_every_way(text, false, ToolSyntax::Dsml);
+  EXPECT_EQ(message.content, "");
+  ASSERT_EQ(message.tool_calls.size(), 2u);
+  EXPECT_EQ(message.tool_calls[0].arguments, "{}");
+  EXPECT_EQ(message.tool_calls[1].arguments, R"({"tz": "UTC"})");
+}
+
+TEST(DsmlCalls, NewlinesOnlyBeforeTheCallsAreDropped) {
+  EXPECT_EQ(parse_every_way("Line one.\n\nLine two.\n", false, ToolSyntax::Dsml).content,
+            "Line one.\n\nLine two.\n");
+  EXPECT_EQ(
+      parse_every_way("a\n\n" + std::string(dsv32::kCallsBegin), false, ToolSyntax::Dsml).content,
+      "a");
+}
+
+TEST(DsmlCalls, ATruncatedCallStillClosesItsArguments) {
+  const std::string text = "\n\n" + std::string(dsv32::kCallsBegin) + "\n" +
+                           std::string(dsv32::kInvokeBegin) + "f\">\n" +
+                           std::string(dsv32::kParameterBegin) + "q\" string=\"true\">half a val";
+  const ChatMessage message = parse_every_way(text, false, ToolSyntax::Dsml);
+  ASSERT_EQ(message.tool_calls.size(), 1u);
+  EXPECT_EQ(message.tool_calls[0].arguments, R"({"q": "half a val"})");
+}
+
+TEST(DsmlCalls, WhatIsNotDsmlStaysContent) {
+  const std::string text = "\n\n" + std::string(dsv32::kCallsBegin) + "\nnot an invoke";
+  const ChatMessage message = parse_every_way(text, false, ToolSyntax::Dsml);
+  EXPECT_TRUE(message.tool_calls.empty());
+  EXPECT_EQ(message.content, "not an invoke");
+  const std::string bad_quoting = "\n\n" + std::string(dsv32::kCallsBegin) + "\n" +
+                                  std::string(dsv32::kInvokeBegin) + "f\">\n" +
+                                  std::string(dsv32::kParameterBegin) + "a\" string=\"yes\">1";
+  const ChatMessage bad = parse_every_way(bad_quoting, false, ToolSyntax::Dsml);
+  ASSERT_EQ(bad.tool_calls.size(), 1u);
+  EXPECT_EQ(bad.tool_calls[0].arguments, "{}");
+  EXPECT_EQ(bad.content, "1");
+}
+
+// DeepSeek's test: the assistant turns of its conversation, as the encoder writes them (the
+// model's output, without the end-of-sentence token), parse back to the turns' calls.
+TEST(DsmlCalls, DeepSeeksConversationParsesBack) {
+  const nlohmann::ordered_json input =
+      nlohmann::ordered_json::parse(testing::read_text("tests/data/chat-v32/test_input.json"));
+  nlohmann::ordered_json messages = input.at("messages");
+  messages[0]["tools"] = input.at("tools");
+  for (const size_t turn : {size_t{2}, size_t{4}, size_t{9}}) {
+    dsv32::EncodeOptions options;
+    options.thinking_mode = dsv32::ThinkingMode::Thinking;
+    options.context = turn;
+    const nlohmann::ordered_json upto(messages.begin(),
+                                      messages.begin() + static_cast<ptrdiff_t>(turn) + 1);
+    std::string text = dsv32::encode_messages(upto, options);
+    ASSERT_TRUE(text.ends_with(dsv32::kEos));
+    text.resize(text.size() - dsv32::kEos.size());
+    // As in DeepSeek's test, each turn is the last after a user message: it carries its
+    // reasoning (the prompt opened "<think>").
+    const ChatMessage message = parse_every_way(text, true, ToolSyntax::Dsml);
+    const nlohmann::ordered_json& expected = messages[turn];
+    EXPECT_EQ(message.reasoning, expected.at("reasoning_content").get<std::string>());
+    EXPECT_EQ(message.content, "");
+    ASSERT_EQ(message.tool_calls.size(), expected.at("tool_calls").size());
+    for (size_t i = 0; i < message.tool_calls.size(); ++i) {
+      const auto& function = expected.at("tool_calls")[i].at("function");
+      EXPECT_EQ(message.tool_calls[i].name, function.at("name").get<std::string>());
+      EXPECT_EQ(message.tool_calls[i].arguments, function.at("arguments").get<std::string>());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mlaserve::server
