@@ -1,12 +1,18 @@
-// libFuzzer harness (fuzz/README.md): the Jinja-subset chat-template interpreter. The first byte
-// picks the mode: an arbitrary template, then a NUL byte, then the variables as JSON (an object,
-// or anything else as "messages"); or DeepSeek-V3's own template with the rest as the message
-// JSON. A template or message the interpreter refuses is an mlaserve::Error; any other exception
-// escapes and is reported as a crash, as are hangs (libFuzzer's -timeout) and runaway memory.
+// libFuzzer harness (fuzz/README.md): the Jinja-subset chat-template interpreter and the built-in
+// chat formats. The first byte picks the mode (its value mod 4): 0 or 2, an arbitrary template,
+// then a NUL byte, then the variables as JSON (an object, or anything else as "messages"); 1,
+// DeepSeek-V3's own template with the rest as the message JSON; 3, the rest as a chat
+// ({"messages", "tools", "kwargs"}, or a list of messages) through DeepSeek-V3.1's template and
+// DeepSeek-V3.2's built-in encoder, chat_template_kwargs included. A template or message the
+// interpreter refuses is an mlaserve::Error; any other exception escapes and is reported as a
+// crash, as are hangs (libFuzzer's -timeout) and runaway memory.
 #include <cstdint>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "tokenizer/chat_template.h"
@@ -21,6 +27,43 @@ const Tokenizer& deepseek_v3() {
   static const Tokenizer loaded =
       Tokenizer::load(MLASERVE_SOURCE_DIR "/tests/data/tokenizer/deepseek-v3");
   return loaded;
+}
+
+// DeepSeek-V3's vocabulary with V3.1's template, and with V3.2's encoder.
+const Tokenizer& deepseek_v31() {
+  static const Tokenizer loaded = [] {
+    std::ifstream file(MLASERVE_SOURCE_DIR "/tests/data/chat-v31/chat_template.jinja");
+    std::ostringstream text;
+    text << file.rdbuf();
+    return deepseek_v3().with_chat_template(text.str());
+  }();
+  return loaded;
+}
+
+const Tokenizer& deepseek_v32() {
+  static const Tokenizer loaded = deepseek_v3().with_chat_template("deepseek-v32");
+  return loaded;
+}
+
+// A chat for render_chat: {"messages", "tools", "kwargs"} or a list of messages.
+void render_chat_formats(std::string_view input) {
+  const nlohmann::ordered_json parsed =
+      nlohmann::ordered_json::parse(input, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return;
+  mlaserve::tokenizer::ChatInput chat;
+  if (parsed.is_object()) {
+    chat.messages = parsed.value("messages", nlohmann::ordered_json::array());
+    chat.tools = parsed.value("tools", nlohmann::ordered_json());
+    chat.kwargs = parsed.value("kwargs", nlohmann::ordered_json::object());
+  } else {
+    chat.messages = parsed;
+  }
+  for (const Tokenizer* tokenizer : {&deepseek_v31(), &deepseek_v32()}) {
+    try {
+      (void)tokenizer->render_chat(chat);
+    } catch (const mlaserve::Error&) {
+    }
+  }
 }
 
 // The JSON in `text`, or a short conversation when it is not JSON.
@@ -63,6 +106,8 @@ void render_deepseek_v3(std::string_view input) {
 // count against that input's -timeout.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   (void)deepseek_v3();
+  (void)deepseek_v31();
+  (void)deepseek_v32();
   return 0;
 }
 
@@ -71,7 +116,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   if (data[0] % 2 == 0)
     render_arbitrary_template(rest);
-  else
+  else if (data[0] % 4 == 1)
     render_deepseek_v3(rest);
+  else
+    render_chat_formats(rest);
   return 0;
 }
