@@ -146,6 +146,9 @@ TEST_F(ChatFormatTest, V31ThinkingOnSplitsTheReasoning) {
   const nlohmann::json sum = streamed(body);
   EXPECT_EQ(sum["reasoning"], "Paris is in France.");
   EXPECT_EQ(sum["content"], "It is sunny.");
+  // /tokenize renders a chat as the chat API does.
+  const nlohmann::json tokens = post_json("/tokenize", body)["tokens"];
+  EXPECT_THAT(tokenizer().decode(tokens.get<std::vector<int32_t>>(), false), EndsWith("<think>"));
 }
 
 TEST_F(ChatFormatTest, V31ThinkingOffIsAllContent) {

@@ -10,9 +10,17 @@ namespace mlaserve::server {
 
 namespace {
 
-// "text" or "prompt" (SGLang and vLLM spell it differently), or chat "messages".
-std::vector<int32_t> tokens_of(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer) {
-  if (field(body, "messages")) return chat_prompt(body, tokenizer).ids;
+// "text" or "prompt" (SGLang and vLLM spell it differently), or chat "messages" (with the
+// request's tools and chat_template_kwargs, as the chat API renders them).
+std::vector<int32_t> tokens_of(const nlohmann::json& body, const std::string& text_body,
+                               const tokenizer::Tokenizer& tokenizer) {
+  if (field(body, "messages")) {
+    const OrderedBody ordered(text_body);
+    const nlohmann::json* tools = field(body, "tools");
+    return chat_prompt(body, tokenizer, tools && tools->is_array() ? ordered.at("/tools") : nullptr,
+                       chat_template_kwargs(body, ordered))
+        .ids;
+  }
   std::optional<std::string> text = read_string(body, "text");
   if (!text) text = read_string(body, "prompt");
   if (!text) throw invalid_request("Give 'text' (or 'prompt') or 'messages'", "text");
@@ -29,7 +37,7 @@ std::vector<int32_t> tokens_of(const nlohmann::json& body, const tokenizer::Toke
 void handle_tokenize(const ServerContext& context, const httplib::Request& request,
                      httplib::Response& response) {
   const nlohmann::json body = parse_json_object(request.body);
-  const std::vector<int32_t> tokens = tokens_of(body, context.tokenizer);
+  const std::vector<int32_t> tokens = tokens_of(body, request.body, context.tokenizer);
   send_json(response, {{"tokens", tokens},
                        {"count", tokens.size()},
                        {"max_model_len", context.engine.context_length()}});
