@@ -94,6 +94,13 @@ TEST_F(Footprint, MatchesTheLoaderWithTheMtpLayer) {
                                   {{WeightType::BF16, Quantization::Fp8}});
 }
 
+// DeepSeek-V3.2's indexer (FP8 wq_b and wk, bf16 weights_proj). (Without the MTP layer: the
+// footprint counts its embedding and head as the shared copies a release stores, which a made
+// model's random ones are not.)
+TEST_F(Footprint, MatchesTheLoaderWithTheSparseAttentionIndexer) {
+  expect_footprint_matches_loader(made_model("odd-v32.json", RandomWeightFormat::FP8));
+}
+
 TEST_F(Footprint, MatchesTheLoaderWithoutQLoraAndWithTiedEmbeddings) {
   expect_footprint_matches_loader(made_model("odd-v2-lite.json", RandomWeightFormat::BF16));
 }
