@@ -254,9 +254,13 @@ bool ChatOutputParser::calls_step(ChatDelta&, bool final) {
 bool ChatOutputParser::header_step(ChatDelta& delta, bool final) {
   using namespace deepseek_v3;
   const MarkerSyntax syntax = marker_syntax(*syntax_);
+  // A header is at most kMaxCallHeader bytes, however the text arrives (whole or streamed).
   const size_t at = pending_.find(syntax.header_end);
-  if (at == std::string::npos) {
-    if (!final && pending_.size() <= kMaxCallHeader) return false;
+  if (at == std::string::npos || at > kMaxCallHeader) {
+    if (at == std::string::npos && !final &&
+        pending_.size() < kMaxCallHeader + syntax.header_end.size()) {
+      return false;
+    }
     phase_ = Phase::Trailing;
     return true;
   }

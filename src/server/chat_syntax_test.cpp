@@ -94,6 +94,18 @@ TEST(V31Calls, AfterReasoning) {
   EXPECT_EQ(message.tool_calls[0].arguments, R"({"a": 1})");
 }
 
+// A header longer than 512 bytes is no call, whether the text comes whole or streamed (a fuzzing
+// finding: streamed, the parser gave up on the header that the whole text still parsed).
+TEST(V31Calls, AnOverlongHeaderIsNoCall) {
+  const std::string text = v31_calls(v31_call(std::string(600, 'x'), "{}"));
+  const ChatMessage message = parse_every_way(text, false, ToolSyntax::DeepseekV31);
+  EXPECT_TRUE(message.tool_calls.empty());
+  EXPECT_EQ(parse_every_way(v31_calls(v31_call(std::string(500, 'x'), "{}")), false,
+                            ToolSyntax::DeepseekV31)
+                .tool_calls.size(),
+            1u);
+}
+
 TEST(V31Calls, V3SyntaxIsNotV31s) {
   // V3's fenced call read as V3.1: the header runs into the fence, so the name is "function".
   const ChatMessage message =
