@@ -1,8 +1,10 @@
 // The lightning indexer of DeepSeek Sparse Attention (V3.2): each query's top-k keys.
 //
-// A query's scores are formed a block of kKeyBlock keys at a time: the block's index keys are
-// decoded from the pool into a small tile stored transposed ([head_dim, kKeyBlock]), so one
-// AVX-512 FMA multiplies a query value into 16 keys at once and no score needs a horizontal sum.
+// A query's scores are formed a block of kKeyBlock keys at a time from the block's index keys
+// decoded and transposed ([head_dim, kKeyBlock]), so one AVX-512 FMA multiplies a query value into
+// 16 keys at once and no score needs a horizontal sum. Every key of the call is decoded and
+// transposed once, up front, into tiles all its queries read (a prefill's queries share their
+// keys: transposing per query cost as much as the scoring).
 // Every score goes straight to a candidate list that keeps the best top_k (TopK below), so a
 // query holds O(top_k + kKeyBlock) values, never its whole row of n_kv scores. Threads take
 // queries; with fewer queries than threads (decode) a query's keys are split into parts, each
@@ -12,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/avx512_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/ops.h"
@@ -51,6 +54,7 @@ namespace {
 
 constexpr int64_t kKeyBlock = 32;          // keys per scored block: two 16-lane vectors
 constexpr int64_t kMinKeysPerPart = 1024;  // below this, splitting a query's keys costs more
+constexpr int64_t kMaxRowPathQueries = 8;  // up to this many queries score the stored rows
 
 // A scored key; `better` orders by score, then by the earlier position (the reference's rule).
 struct Candidate {
@@ -98,84 +102,139 @@ class TopK {
   bool has_bar_ = false;
 };
 
-// The kv tile of one block: [head_dim, kKeyBlock], keys past the block's end zero.
-void load_block_transposed(const KvRows& keys, const int32_t* slots, int64_t n, int64_t head_dim,
-                           float* row, float* tile) {
-  for (int64_t j = 0; j < kKeyBlock; ++j) {
-    if (j < n) {
-      decode_kv_row(keys, slots[j], row);
-    } else {
-      std::fill(row, row + head_dim, 0.0f);
+// The keys of slots[0, n) as tiles of kKeyBlock keys, each [head_dim, kKeyBlock] (keys past n
+// zero), decoded from the pool's dtype.
+void transpose_keys(const KvRows& keys, const int32_t* slots, int64_t n, int64_t head_dim,
+                    float* tiles) {
+  const int64_t blocks = (n + kKeyBlock - 1) / kKeyBlock;
+  for_each_item(blocks, n * head_dim >= (int64_t{1} << 16), [&](int64_t b) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(head_dim));
+    float* tile = tiles + b * head_dim * kKeyBlock;
+    for (int64_t j = 0; j < kKeyBlock; ++j) {
+      const int64_t key = b * kKeyBlock + j;
+      if (key < n) {
+        decode_kv_row(keys, slots[key], row.data());
+      } else {
+        std::fill(row.begin(), row.end(), 0.0f);
+      }
+      for (int64_t d = 0; d < head_dim; ++d) tile[d * kKeyBlock + j] = row[static_cast<size_t>(d)];
     }
-    for (int64_t d = 0; d < head_dim; ++d) tile[d * kKeyBlock + j] = row[d];
+  });
+}
+
+// Adds sum_{h in [h0, h0 + kHeads)} w[h] * relu(q[h] . key_j) for the block's 32 keys to s0
+// (keys 0-15) and s1 (16-31): kHeads heads at a time, 2 * kHeads independent FMA chains.
+template <int kHeads>
+MLASERVE_AVX512 inline __attribute__((always_inline)) void score_heads(const float* q,
+                                                                       const float* w,
+                                                                       const float* tile,
+                                                                       int64_t h0, int64_t head_dim,
+                                                                       __m512& s0, __m512& s1) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 a0[kHeads], a1[kHeads];
+  for (int h = 0; h < kHeads; ++h) a0[h] = a1[h] = zero;
+  const float* qh = q + h0 * head_dim;
+  for (int64_t d = 0; d < head_dim; ++d) {
+    const __m512 k0 = _mm512_loadu_ps(tile + d * kKeyBlock);
+    const __m512 k1 = _mm512_loadu_ps(tile + d * kKeyBlock + 16);
+    for (int h = 0; h < kHeads; ++h) {
+      const __m512 qd = _mm512_set1_ps(qh[h * head_dim + d]);
+      a0[h] = _mm512_fmadd_ps(qd, k0, a0[h]);
+      a1[h] = _mm512_fmadd_ps(qd, k1, a1[h]);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h) {
+    const __m512 wh = _mm512_set1_ps(w[h0 + h]);
+    s0 = _mm512_fmadd_ps(wh, _mm512_max_ps(a0[h], zero), s0);
+    s1 = _mm512_fmadd_ps(wh, _mm512_max_ps(a1[h], zero), s1);
   }
 }
 
-// out[j] = sum_h w[h] * relu(q[h] . key_j) for the block's 32 keys; heads two at a time, so
-// four independent FMA chains are in flight.
+// out[j] = sum_h w[h] * relu(q[h] . key_j) for the block's 32 keys, four heads at a time (each
+// pair of key loads feeds eight FMAs).
 MLASERVE_AVX512 void score_block(const float* q, const float* w, const float* tile, int64_t n_heads,
                                  int64_t head_dim, float* out) {
-  const __m512 zero = _mm512_setzero_ps();
-  __m512 s0 = zero, s1 = zero;
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t h = 0;
-  for (; h + 2 <= n_heads; h += 2) {
-    const float* qa = q + h * head_dim;
-    const float* qb = qa + head_dim;
-    __m512 a0 = zero, a1 = zero, b0 = zero, b1 = zero;
-    for (int64_t d = 0; d < head_dim; ++d) {
-      const __m512 k0 = _mm512_loadu_ps(tile + d * kKeyBlock);
-      const __m512 k1 = _mm512_loadu_ps(tile + d * kKeyBlock + 16);
-      const __m512 va = _mm512_set1_ps(qa[d]), vb = _mm512_set1_ps(qb[d]);
-      a0 = _mm512_fmadd_ps(va, k0, a0);
-      a1 = _mm512_fmadd_ps(va, k1, a1);
-      b0 = _mm512_fmadd_ps(vb, k0, b0);
-      b1 = _mm512_fmadd_ps(vb, k1, b1);
-    }
-    const __m512 wa = _mm512_set1_ps(w[h]), wb = _mm512_set1_ps(w[h + 1]);
-    s0 = _mm512_fmadd_ps(wa, _mm512_max_ps(a0, zero), s0);
-    s1 = _mm512_fmadd_ps(wa, _mm512_max_ps(a1, zero), s1);
-    s0 = _mm512_fmadd_ps(wb, _mm512_max_ps(b0, zero), s0);
-    s1 = _mm512_fmadd_ps(wb, _mm512_max_ps(b1, zero), s1);
-  }
-  for (; h < n_heads; ++h) {
-    const float* qa = q + h * head_dim;
-    __m512 a0 = zero, a1 = zero;
-    for (int64_t d = 0; d < head_dim; ++d) {
-      const __m512 va = _mm512_set1_ps(qa[d]);
-      a0 = _mm512_fmadd_ps(va, _mm512_loadu_ps(tile + d * kKeyBlock), a0);
-      a1 = _mm512_fmadd_ps(va, _mm512_loadu_ps(tile + d * kKeyBlock + 16), a1);
-    }
-    const __m512 wa = _mm512_set1_ps(w[h]);
-    s0 = _mm512_fmadd_ps(wa, _mm512_max_ps(a0, zero), s0);
-    s1 = _mm512_fmadd_ps(wa, _mm512_max_ps(a1, zero), s1);
-  }
+  for (; h + 4 <= n_heads; h += 4) score_heads<4>(q, w, tile, h, head_dim, s0, s1);
+  for (; h < n_heads; ++h) score_heads<1>(q, w, tile, h, head_dim, s0, s1);
   _mm512_storeu_ps(out, s0);
   _mm512_storeu_ps(out + 16, s1);
 }
 
-// Per-thread scratch: a decoded row, the block's tile, its scores and the candidates.
+// Per-thread scratch: a block's scores and the candidates.
 struct IndexerScratch {
-  std::vector<float> row, tile, scores;
+  float scores[kKeyBlock];
   TopK top;
 };
 
-IndexerScratch& scratch(int64_t head_dim) {
+IndexerScratch& scratch() {
   thread_local IndexerScratch s;
-  s.row.resize(static_cast<size_t>(head_dim));
-  s.tile.resize(static_cast<size_t>(head_dim * kKeyBlock));
-  s.scores.resize(kKeyBlock);
   return s;
 }
 
-// Scores positions [begin, end) for query i into top (reset by the caller).
-void score_range(const IndexerTopk& s, const float* q, const float* w, const KvRows& keys,
-                 const int32_t* kv_slots, int64_t begin, int64_t end, IndexerScratch& scr) {
+// Scores positions [begin, end) (begin a block boundary) for one query into top (reset by the
+// caller); tiles from transpose_keys.
+void score_range(const IndexerTopk& s, const float* q, const float* w, const float* tiles,
+                 int64_t begin, int64_t end, IndexerScratch& scr) {
   for (int64_t first = begin; first < end; first += kKeyBlock) {
     const int64_t n = std::min(kKeyBlock, end - first);
-    load_block_transposed(keys, kv_slots + first, n, s.head_dim, scr.row.data(), scr.tile.data());
-    score_block(q, w, scr.tile.data(), s.n_heads, s.head_dim, scr.scores.data());
-    for (int64_t j = 0; j < n; ++j)
-      scr.top.push({scr.scores[static_cast<size_t>(j)], static_cast<int32_t>(first + j)});
+    score_block(q, w, tiles + first * s.head_dim, s.n_heads, s.head_dim, scr.scores);
+    for (int64_t j = 0; j < n; ++j) scr.top.push({scr.scores[j], static_cast<int32_t>(first + j)});
+  }
+}
+
+// Scores positions [begin, end) for one query straight from the stored key rows, with the heads
+// as vector lanes: per key, sum_d q[:, d] * key[d] for 16 heads in one FMA chain, then
+// w . relu(.) summed across lanes. Nothing is transposed, so a decode (one query over the whole
+// context) reads each key once at its stored size; four keys at a time keep four chains in flight.
+MLASERVE_AVX512 void score_rows(const IndexerTopk& s, const float* q, const float* w,
+                                const KvRows& keys, const int32_t* kv_slots, int64_t begin,
+                                int64_t end, IndexerScratch& scr) {
+  constexpr int64_t kLanes = 16, kKeys = 4;
+  const int64_t groups = (s.n_heads + kLanes - 1) / kLanes, dim = s.head_dim;
+  thread_local std::vector<float> qt, wv, rows;
+  qt.assign(static_cast<size_t>(groups * dim * kLanes), 0.0f);  // [group][d][lane]
+  wv.assign(static_cast<size_t>(groups * kLanes), 0.0f);        // padded heads weigh 0
+  rows.resize(static_cast<size_t>(kKeys * dim));
+  for (int64_t h = 0; h < s.n_heads; ++h) {
+    wv[static_cast<size_t>(h)] = w[h];
+    for (int64_t d = 0; d < dim; ++d)
+      qt[static_cast<size_t>(((h / kLanes) * dim + d) * kLanes + h % kLanes)] = q[h * dim + d];
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t first = begin; first < end; first += kKeys) {
+    const int64_t n = std::min(kKeys, end - first);
+    const float* key[kKeys];
+    for (int64_t j = 0; j < kKeys; ++j) {
+      float* row = rows.data() + j * dim;
+      if (j >= n) {
+        key[j] = key[0];
+      } else if (keys.dtype == KvDtype::Float32) {
+        key[j] = reinterpret_cast<const float*>(keys.row(kv_slots[first + j]));
+      } else if (keys.dtype == KvDtype::BFloat16) {
+        widen_bf16_row(reinterpret_cast<const bf16*>(keys.row(kv_slots[first + j])), dim, row);
+        key[j] = row;
+      } else {
+        decode_kv_row(keys, kv_slots[first + j], row);
+        key[j] = row;
+      }
+    }
+    __m512 total[kKeys] = {zero, zero, zero, zero};
+    for (int64_t g = 0; g < groups; ++g) {
+      __m512 acc[kKeys] = {zero, zero, zero, zero};
+      const float* qg = qt.data() + g * dim * kLanes;
+      for (int64_t d = 0; d < dim; ++d) {
+        const __m512 qd = _mm512_loadu_ps(qg + d * kLanes);
+        for (int64_t j = 0; j < kKeys; ++j)
+          acc[j] = _mm512_fmadd_ps(qd, _mm512_set1_ps(key[j][d]), acc[j]);
+      }
+      const __m512 wg = _mm512_loadu_ps(wv.data() + g * kLanes);
+      for (int64_t j = 0; j < kKeys; ++j)
+        total[j] = _mm512_fmadd_ps(wg, _mm512_max_ps(acc[j], zero), total[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) scr.top.push({hsum(total[j]), static_cast<int32_t>(first + j)});
   }
 }
 
@@ -200,6 +259,20 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
     for (int64_t j = 0; j < visible(i); ++j) selected[i * s.top_k + j] = static_cast<int32_t>(j);
     counts[i] = static_cast<int32_t>(visible(i));
   };
+  // Few queries (decodes, a speculative verify): each scores the stored rows itself. More (a
+  // prefill chunk): every key is transposed once into tiles that all of them read.
+  const bool from_rows = s.n_q <= kMaxRowPathQueries;
+  thread_local std::vector<float> tile_storage;
+  const int64_t blocks = (s.n_kv + kKeyBlock - 1) / kKeyBlock;
+  float* tiles = from_rows ? nullptr : take(tile_storage, blocks * kKeyBlock * s.head_dim);
+  if (!from_rows) transpose_keys(keys, kv_slots, s.n_kv, s.head_dim, tiles);
+  const auto score = [&](int64_t i, int64_t begin, int64_t end, IndexerScratch& scr) {
+    if (from_rows) {
+      score_rows(s, query(i), query_weights(i), keys, kv_slots, begin, end, scr);
+    } else {
+      score_range(s, query(i), query_weights(i), tiles, begin, end, scr);
+    }
+  };
   const int64_t threads = parallel_threads();
   const int64_t parts = std::clamp<int64_t>(
       std::min((2 * threads + s.n_q - 1) / s.n_q, s.n_kv / kMinKeysPerPart), 1, 2 * threads);
@@ -207,9 +280,9 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
   if (parts == 1) {
     for_each_item(s.n_q, parallel, [&](int64_t i) {
       if (visible(i) <= s.top_k) return take_all(i);
-      IndexerScratch& scr = scratch(s.head_dim);
+      IndexerScratch& scr = scratch();
       scr.top.reset(s.top_k);
-      score_range(s, query(i), query_weights(i), keys, kv_slots, 0, visible(i), scr);
+      score(i, 0, visible(i), scr);
       write_selection(scr.top.best(), selected + i * s.top_k, counts + i);
     });
     return;
@@ -219,10 +292,12 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
   for_each_item(s.n_q * parts, parallel, [&](int64_t item) {
     const int64_t i = item / parts, part = item % parts, n = visible(i);
     if (n <= s.top_k) return;
-    IndexerScratch& scr = scratch(s.head_dim);
+    IndexerScratch& scr = scratch();
     scr.top.reset(s.top_k);
-    score_range(s, query(i), query_weights(i), keys, kv_slots, n * part / parts,
-                n * (part + 1) / parts, scr);
+    // Parts start on block boundaries.
+    const int64_t per_part = (n / parts + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
+    score(i, std::min(n, part * per_part),
+          part + 1 == parts ? n : std::min(n, (part + 1) * per_part), scr);
     part_best[static_cast<size_t>(item)] = scr.top.best();
   });
   for (int64_t i = 0; i < s.n_q; ++i) {

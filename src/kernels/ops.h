@@ -298,5 +298,11 @@ struct PrefillAttention {
 };
 void mla_attention_prefill(const PrefillAttention& shape, const float* q, const float* k,
                            const float* v, float* out);
+// Sparse prefill (DeepSeek Sparse Attention on the normal path): as mla_attention_prefill, but
+// token i attends only to the counts[i] positions selected[i * top_k ...] (ascending, each
+// < n_tokens; indexer_topk's output).
+void mla_attention_prefill_sparse(const PrefillAttention& shape, int64_t top_k, const float* q,
+                                  const float* k, const float* v, const int32_t* selected,
+                                  const int32_t* counts, float* out);
 
 }  // namespace mlaserve::kernels

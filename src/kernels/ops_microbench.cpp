@@ -402,6 +402,69 @@ BENCHMARK(BM_PrefillAttention)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// DeepSeek Sparse Attention, bench-model shapes (bench-500m-v32: 16 heads, qk 96, v 64; the
+// indexer 16 x 64, index_topk 2048): the indexer's top-k of a prefill (every token over its
+// causal prefix) and of one decode query, both from a bf16 key pool, and the sparse prefill
+// attention over 2048 selected tokens per query.
+void BM_IndexerTopk(benchmark::State& state) {
+  const int64_t n_q = state.range(0), n_kv = state.range(1), heads = 16, dim = 64, top_k = 2048;
+  const AlignedFloats q = aligned_values(static_cast<size_t>(n_q * heads * dim), 1);
+  const AlignedFloats w = aligned_values(static_cast<size_t>(n_q * heads), 2);
+  const AlignedFloats key_values = aligned_values(static_cast<size_t>(n_kv * dim), 3);
+  std::vector<bf16> stored(static_cast<size_t>(n_kv * dim));
+  for (size_t i = 0; i < stored.size(); ++i) stored[i] = f32_to_bf16(key_values.get()[i]);
+  const KvRows keys{KvDtype::BFloat16, dim, stored.data(), nullptr};
+  std::vector<int32_t> slots(static_cast<size_t>(n_kv));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::vector<int32_t> selected(static_cast<size_t>(n_q * top_k)), counts(static_cast<size_t>(n_q));
+  Rates rates(state);
+  for (auto _ : state) {
+    indexer_topk({n_q, heads, dim, n_kv, top_k}, q.get(), w.get(), keys, slots.data(),
+                 selected.data(), counts.data());
+    benchmark::DoNotOptimize(selected.data());
+  }
+  const double pairs = static_cast<double>(n_q) * static_cast<double>(2 * n_kv - n_q + 1) / 2;
+  rates.rate("FLOP/s", 2.0 * pairs * static_cast<double>(heads * dim));
+}
+BENCHMARK(BM_IndexerTopk)
+    ->ArgNames({"queries", "keys"})
+    ->Args({1, 32768})
+    ->Args({512, 8192})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_SparsePrefillAttention(benchmark::State& state) {
+  const int64_t tokens = state.range(0), heads = 16, d_qk = 96, d_v = 64, top_k = 2048;
+  const AlignedFloats q = aligned_values(static_cast<size_t>(tokens * heads * d_qk), 1);
+  const AlignedFloats k = aligned_values(static_cast<size_t>(tokens * heads * d_qk), 2);
+  const AlignedFloats v = aligned_values(static_cast<size_t>(tokens * heads * d_v), 3);
+  std::vector<float> out(static_cast<size_t>(tokens * heads * d_v));
+  std::vector<int32_t> selected(static_cast<size_t>(tokens * top_k)),
+      counts(static_cast<size_t>(tokens));
+  double pairs = 0;
+  for (int64_t i = 0; i < tokens; ++i) {  // every other earlier token, up to top_k of them
+    const int64_t n = std::min(top_k, i / 2 + 1);
+    for (int64_t j = 0; j < n; ++j)
+      selected[static_cast<size_t>(i * top_k + j)] = static_cast<int32_t>(2 * j);
+    counts[static_cast<size_t>(i)] = static_cast<int32_t>(n);
+    pairs += static_cast<double>(n);
+  }
+  const PrefillAttention shape{tokens, heads, d_qk, d_v,
+                               1.0f / std::sqrt(static_cast<float>(d_qk))};
+  Rates rates(state);
+  for (auto _ : state) {
+    mla_attention_prefill_sparse(shape, top_k, q.get(), k.get(), v.get(), selected.data(),
+                                 counts.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  rates.rate("FLOP/s", 2.0 * pairs * static_cast<double>(heads * (d_qk + d_v)));
+}
+BENCHMARK(BM_SparsePrefillAttention)
+    ->ArgNames({"tokens"})
+    ->Args({8192})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // ---- ceilings ---------------------------------------------------------------------------
 
 // The FMA peak of one core: 12 independent accumulators (more than the multiply-adds in flight

@@ -752,6 +752,65 @@ TEST(PrefillAttention, MatchesReference) {
   }
 }
 
+// Every token over its own random selection of earlier tokens (counts from 1 to top_k; the
+// first tokens see all they can), heads past one 16-lane group and odd head dims.
+TEST(SparsePrefillAttention, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  const PrefillCase cases[] = {
+      {1, 1, 16, 16}, {40, 3, 20, 10}, {70, 16, 96, 64}, {33, 17, 24, 20}, {100, 4, 192, 128}};
+  for (const PrefillCase& c : cases) {
+    for (int64_t top_k : {int64_t{1}, int64_t{7}, int64_t{32}}) {
+      SCOPED_TRACE(testing::Message()
+                   << "n_tokens=" << c.n_tokens << " n_heads=" << c.n_heads << " d_qk=" << c.d_qk
+                   << " d_v=" << c.d_v << " top_k=" << top_k);
+      const PrefillAttention shape{c.n_tokens, c.n_heads, c.d_qk, c.d_v,
+                                   4.0f / std::sqrt(static_cast<float>(c.d_qk))};
+      std::mt19937 rng(41);
+      std::vector<int32_t> selected(static_cast<size_t>(c.n_tokens * top_k), -1);
+      std::vector<int32_t> counts(static_cast<size_t>(c.n_tokens));
+      for (int64_t i = 0; i < c.n_tokens; ++i) {
+        std::vector<int32_t> seen(static_cast<size_t>(i + 1));
+        std::iota(seen.begin(), seen.end(), 0);
+        std::shuffle(seen.begin(), seen.end(), rng);
+        const auto n = static_cast<size_t>(std::min<int64_t>(top_k, i + 1));
+        std::sort(seen.begin(), seen.begin() + static_cast<ptrdiff_t>(n));
+        std::copy_n(seen.begin(), n, selected.begin() + i * top_k);
+        counts[static_cast<size_t>(i)] = static_cast<int32_t>(n);
+      }
+      const size_t rows = static_cast<size_t>(c.n_tokens * c.n_heads);
+      const std::vector<float> q = random_values(rows * static_cast<size_t>(c.d_qk), 42);
+      const std::vector<float> k = random_values(rows * static_cast<size_t>(c.d_qk), 43);
+      const std::vector<float> v = random_values(rows * static_cast<size_t>(c.d_v), 44);
+      std::vector<float> expected(rows * static_cast<size_t>(c.d_v)), actual(expected.size(), NAN);
+      ref::mla_attention_prefill_sparse(shape, top_k, q.data(), k.data(), v.data(), selected.data(),
+                                        counts.data(), expected.data());
+      mla_attention_prefill_sparse(shape, top_k, q.data(), k.data(), v.data(), selected.data(),
+                                   counts.data(), actual.data());
+      expect_not_all_zero(expected);
+      EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance);
+    }
+  }
+}
+
+// Selecting every earlier token is dense causal attention.
+TEST(SparsePrefillAttention, SelectingEveryTokenIsTheDensePrefill) {
+  const int64_t n = 50, heads = 5, d_qk = 24, d_v = 16;
+  const PrefillAttention shape{n, heads, d_qk, d_v, 0.5f};
+  std::vector<int32_t> selected(static_cast<size_t>(n * n)), counts(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    std::iota(selected.begin() + i * n, selected.begin() + i * n + i + 1, 0);
+    counts[static_cast<size_t>(i)] = static_cast<int32_t>(i + 1);
+  }
+  const std::vector<float> q = random_values(static_cast<size_t>(n * heads * d_qk), 45);
+  const std::vector<float> k = random_values(static_cast<size_t>(n * heads * d_qk), 46);
+  const std::vector<float> v = random_values(static_cast<size_t>(n * heads * d_v), 47);
+  std::vector<float> dense(static_cast<size_t>(n * heads * d_v)), sparse(dense.size(), NAN);
+  ref::mla_attention_prefill(shape, q.data(), k.data(), v.data(), dense.data());
+  mla_attention_prefill_sparse(shape, n, q.data(), k.data(), v.data(), selected.data(),
+                               counts.data(), sparse.data());
+  EXPECT_LE(relative_error(sparse, dense, 1.0), kF32Tolerance);
+}
+
 // ---- the lightning indexer -----------------------------------------------------------------
 
 struct IndexerCase {

@@ -192,6 +192,32 @@ void mla_attention_prefill(const PrefillAttention& s, const float* q, const floa
   }
 }
 
+void mla_attention_prefill_sparse(const PrefillAttention& s, int64_t top_k, const float* q,
+                                  const float* k, const float* v, const int32_t* selected,
+                                  const int32_t* counts, float* out) {
+  std::vector<float> p(static_cast<size_t>(top_k));
+  for (int64_t i = 0; i < s.n_tokens; ++i) {
+    const int32_t* keys = selected + i * top_k;
+    const int64_t n = counts[i];
+    for (int64_t h = 0; h < s.n_heads; ++h) {
+      const float* qh = q + (i * s.n_heads + h) * s.d_qk;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* kh = k + (keys[j] * s.n_heads + h) * s.d_qk;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < s.d_qk; ++d) dot += qh[d] * kh[d];
+        p[static_cast<size_t>(j)] = dot * s.scale;
+      }
+      softmax(p.data(), n);
+      float* o = out + (i * s.n_heads + h) * s.d_v;
+      std::fill(o, o + s.d_v, 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float* vh = v + (keys[j] * s.n_heads + h) * s.d_v;
+        for (int64_t d = 0; d < s.d_v; ++d) o[d] += p[static_cast<size_t>(j)] * vh[d];
+      }
+    }
+  }
+}
+
 // Every visible key scored into one vector, then a sort by (score descending, position).
 void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, const KvRows& keys,
                   const int32_t* kv_slots, int32_t* selected, int32_t* counts) {

@@ -18,6 +18,9 @@ void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, cons
                             const int32_t* kv_slots, float* out);
 void mla_attention_prefill(const PrefillAttention& shape, const float* q, const float* k,
                            const float* v, float* out);
+void mla_attention_prefill_sparse(const PrefillAttention& shape, int64_t top_k, const float* q,
+                                  const float* k, const float* v, const int32_t* selected,
+                                  const int32_t* counts, float* out);
 void indexer_topk(const IndexerTopk& shape, const float* q, const float* weights,
                   const KvRows& keys, const int32_t* kv_slots, int32_t* selected, int32_t* counts);
 

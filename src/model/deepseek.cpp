@@ -141,7 +141,7 @@ size_t StepBuffers::bytes() const {
   };
   add(x, h, attn_out, ffn_in, ffn_h, ffn_out, qkv_a, token_shard, q, q_latent, latent, o);
   add(c_kv, kv_b, k, v, q_absorbed, head_in, head_out, o_latent, gate_up, act, mtp_in);
-  add(index_q, index_k, index_w, selected, selected_counts);
+  add(index_q, index_k, index_w, selected, selected_counts, selected_slots);
   add(router_logits, gates, expert_x, expert_y, logits_h, logits_shard, expert_ids, picks);
   add(expert_begin, expert_fill, jobs, decodes);
   return total;
@@ -185,6 +185,7 @@ size_t DeepseekModel::reserve_step_buffers(int64_t T, int64_t N, int64_t R) {
     hold(buf_.index_w, T * Hi);
     hold(buf_.selected, T * cfg_.index_topk);
     hold(buf_.selected_counts, T);
+    hold(buf_.selected_slots, cfg_.index_topk);
     if (P > 1) hold(buf_.token_shard, (T + P - 1) / P * std::max({A, Di, Hi}));
   }
   hold(buf_.logits_h, R * H);
@@ -355,8 +356,9 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
   // sequence that each re-read every head's weights for a single row.
   //
   // DeepSeek Sparse Attention: a sequence no longer than index_topk attends densely, exactly as
-  // without an indexer; past that, each query attends on the absorbed path to the tokens its
-  // indexer selects (the first index_topk queries to all they see, as a dense query would).
+  // without an indexer; past that, each query attends only to the tokens its indexer selects
+  // (the first index_topk queries to all they see, as a dense query would), on the same path a
+  // dense sequence would take: a pure prefill over its decompressed K/V, the rest in latent space.
   const auto sparse = [&](const SequenceStep& s) {
     return w.indexer && s.n_cached + s.n_new > cfg_.index_topk;
   };
@@ -375,8 +377,9 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
       kv.write_row(layer, slot, latent + (row + j) * (kvl + rope));
     }
     if (sparse(s)) select_keys(layer, s, row, kv);
-    if (s.n_cached == 0 && !sparse(s) && !kernels::deterministic_kernels()) {
-      attend_normal(w, s, q + row * nh * qk, latent + row * (kvl + rope), o + row * nh * v);
+    if (s.n_cached == 0 && !kernels::deterministic_kernels()) {
+      attend_normal(w, s, sparse(s) ? row : -1, q + row * nh * qk, latent + row * (kvl + rope),
+                    o + row * nh * v);
     } else if (s.n_new == 1) {
       decodes.push_back({&s, row, sparse(s)});
     } else {
@@ -437,7 +440,7 @@ void DeepseekModel::index_projections(const IndexerWeights& w, int64_t layer, co
 }
 
 // I[t, s] = Σ_h w[t, h] · relu(q[t, h] · k[s]) over the cached keys s <= t; the top index_topk
-// (the query's own token only if it scores among them), as cache slots.
+// (the query's own token only if it scores among them), as positions in the sequence.
 void DeepseekModel::select_keys(int64_t layer, const SequenceStep& s, int64_t row,
                                 const cache::LatentKvPool& kv) {
   const int64_t Hi = cfg_.index_n_heads, Di = cfg_.index_head_dim, K = cfg_.index_topk;
@@ -449,14 +452,14 @@ void DeepseekModel::select_keys(int64_t layer, const SequenceStep& s, int64_t ro
   kernels::indexer_topk({s.n_new, Hi, Di, n_kv, K}, buf_.index_q.data() + row * Hi * Di,
                         buf_.index_w.data() + row * Hi, kv.index_keys(layer), s.kv_slots.data(),
                         selected, counts);
-  for (int64_t i = 0; i < s.n_new * K; ++i) {
-    if (i % K < counts[i / K]) selected[i] = s.kv_slots[static_cast<size_t>(selected[i])];
-  }
 }
 
 // Normal path: K/V decompressed from c_kv by kv_b; causal MHA with head dim nope+rope, value dim v.
-void DeepseekModel::attend_normal(const AttentionWeights& w, const SequenceStep& s, const float* q,
-                                  const float* latent, float* o) {
+// selection_row >= 0: a sparse sequence, each query attending to its selection (step rows from
+// selection_row in buf_.selected); -1: dense.
+void DeepseekModel::attend_normal(const AttentionWeights& w, const SequenceStep& s,
+                                  int64_t selection_row, const float* q, const float* latent,
+                                  float* o) {
   const int64_t n = s.n_new, nh = heads_.size(), kvl = cfg_.kv_lora_rank,
                 rope = cfg_.qk_rope_head_dim;
   const int64_t nope = cfg_.qk_nope_head_dim, qk = cfg_.qk_head_dim(), v = cfg_.v_head_dim;
@@ -476,10 +479,21 @@ void DeepseekModel::attend_normal(const AttentionWeights& w, const SequenceStep&
       std::copy_n(src + nope, v, vv + (t * nh + h) * v);
     }
   }
+  const kernels::PrefillAttention shape{n, nh, qk, v, static_cast<float>(cfg_.softmax_scale())};
+  if (selection_row < 0) {
+    flops_[static_cast<size_t>(FlopKind::Attention)] +=
+        static_cast<double>(n * (n + 1) * nh * (qk + v));
+    kernels::mla_attention_prefill(shape, q, k, vv, o);
+    return;
+  }
+  const int64_t K = cfg_.index_topk;
+  const int32_t* counts = buf_.selected_counts.data() + selection_row;
+  double pairs = 0;
+  for (int64_t i = 0; i < n; ++i) pairs += counts[i];
   flops_[static_cast<size_t>(FlopKind::Attention)] +=
-      static_cast<double>(n * (n + 1) * nh * (qk + v));
-  kernels::mla_attention_prefill({n, nh, qk, v, static_cast<float>(cfg_.softmax_scale())}, q, k, vv,
-                                 o);
+      2.0 * pairs * static_cast<double>(nh * (qk + v));
+  kernels::mla_attention_prefill_sparse(shape, K, q, k, vv,
+                                        buf_.selected.data() + selection_row * K, counts, o);
 }
 
 // Absorbed path: q_nope·W_UK turns each head's query into latent space, attention runs as MQA
@@ -540,7 +554,8 @@ void DeepseekModel::attend_absorbed(const AttentionWeights& w,
                                            static_cast<float>(cfg_.softmax_scale()),
                                            format_.dtype == kernels::WeightType::BF16};
     if (s.sparse) {
-      attend_selected(shape, s.row, q_abs + r * nh * d_abs, kv_layer, o_lat + r * nh * kvl);
+      attend_selected(shape, *s.step, s.row, q_abs + r * nh * d_abs, kv_layer,
+                      o_lat + r * nh * kvl);
     } else {
       flops_[static_cast<size_t>(FlopKind::Attention)] +=
           2.0 * static_cast<double>(n * n_kv * nh * (2 * kvl + rope));
@@ -562,19 +577,23 @@ void DeepseekModel::attend_absorbed(const AttentionWeights& w,
   }
 }
 
-// Sparse MLA on the absorbed path: each query (step row `row` + i) attends to its selected
-// slots alone, the absorbed kernel run as one query over them (it then sees every slot given).
-void DeepseekModel::attend_selected(const kernels::AbsorbedAttention& shape, int64_t row,
-                                    const float* q_abs, const KvRows& kv_layer, float* o_lat) {
+// Sparse MLA on the absorbed path: each query (step row `row` + i) of sequence s attends to its
+// selected tokens alone, the absorbed kernel run as one query over their slots (it then sees
+// every slot given).
+void DeepseekModel::attend_selected(const kernels::AbsorbedAttention& shape, const SequenceStep& s,
+                                    int64_t row, const float* q_abs, const KvRows& kv_layer,
+                                    float* o_lat) {
   const int64_t K = cfg_.index_topk, d_abs = shape.d_latent + shape.d_rope;
+  int32_t* slots = take(buf_.selected_slots, K);
   for (int64_t i = 0; i < shape.n_q; ++i) {
     kernels::AbsorbedAttention one = shape;
     one.n_q = 1;
     one.n_kv = buf_.selected_counts[static_cast<size_t>(row + i)];
+    const int32_t* positions = buf_.selected.data() + (row + i) * K;
+    for (int64_t j = 0; j < one.n_kv; ++j) slots[j] = s.kv_slots[static_cast<size_t>(positions[j])];
     flops_[static_cast<size_t>(FlopKind::Attention)] +=
         2.0 * static_cast<double>(one.n_kv * shape.n_heads * (2 * shape.d_latent + shape.d_rope));
-    kernels::mla_attention_absorbed(one, q_abs + i * shape.n_heads * d_abs, kv_layer,
-                                    buf_.selected.data() + (row + i) * K,
+    kernels::mla_attention_absorbed(one, q_abs + i * shape.n_heads * d_abs, kv_layer, slots,
                                     o_lat + i * shape.n_heads * shape.d_latent);
   }
 }

@@ -115,6 +115,7 @@ struct StepBuffers {
   std::vector<float> q_absorbed, head_in, head_out, o_latent;     // attend_absorbed
   std::vector<float> index_q, index_k, index_w;                   // select_keys
   std::vector<int32_t> selected, selected_counts;                 // select_keys
+  std::vector<int32_t> selected_slots;                            // attend_selected
   std::vector<float> gate_up, act;                                // mlp, moe
   std::vector<float> mtp_in;                                      // mtp_forward
   std::vector<float> router_logits, gates, expert_x, expert_y;    // moe
@@ -214,12 +215,12 @@ class DeepseekModel {
   // shard and the shards are all-gathered (the same rows as every rank computing all of them).
   void replicated_linear(FlopKind kind, const float* x, int64_t T, const kernels::Weight& w,
                          float* y, StepComm& comm);
-  void attend_normal(const AttentionWeights& w, const SequenceStep& seq, const float* q,
-                     const float* latent, float* o);
+  void attend_normal(const AttentionWeights& w, const SequenceStep& seq, int64_t selection_row,
+                     const float* q, const float* latent, float* o);
   void attend_absorbed(const AttentionWeights& w, std::span<const AbsorbedSequence> seqs,
                        int64_t job_rows, const float* q, const KvRows& kv_layer, float* o);
-  void attend_selected(const kernels::AbsorbedAttention& shape, int64_t row, const float* q_abs,
-                       const KvRows& kv_layer, float* o_lat);
+  void attend_selected(const kernels::AbsorbedAttention& shape, const SequenceStep& s, int64_t row,
+                       const float* q_abs, const KvRows& kv_layer, float* o_lat);
   void mlp(const MlpWeights& w, const float* x, int64_t rows, float* out, FlopKind kind);
   void moe(const MoeWeights& w, const float* x, int64_t rows, float* out);
   // Normalises x's rows with norm, then head's vocabulary block, gathered over the group.
