@@ -130,6 +130,12 @@ TEST_F(ChatFormatTest, WrongKwargsAreBadRequests) {
   expect_bad_kwargs({{"thinking", "yes"}}, "chat_template_kwargs.thinking");
   expect_bad_kwargs({{"enable_thinking", 1}}, "chat_template_kwargs.enable_thinking");
   expect_bad_kwargs({{"messages", nlohmann::json::array()}}, "chat_template_kwargs.messages");
+  // A content part whose type is not a string (a request_fuzz finding: it escaped as a JSON
+  // type error).
+  const nlohmann::json error = post_json(
+      "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", {{{"type", 5}, {"text", "x"}}}}}}}}, 400);
+  EXPECT_EQ(error["error"]["param"], "messages");
   // Other variables reach the template as they are.
   post_json("/v1/chat/completions",
             {{"messages", kUser}, {"max_tokens", 1}, {"chat_template_kwargs", {{"x", {1, 2}}}}});

@@ -67,8 +67,9 @@ nlohmann::json content_as_text(const nlohmann::json& content) {
   }
   std::string text;
   for (const nlohmann::json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
+    // (value() would throw for a "type" that is not a string.)
+    const nlohmann::json* type = part.is_object() ? field(part, "type") : nullptr;
+    if (!type || *type != "text" || !part.contains("text") || !part["text"].is_string()) {
       throw invalid_request(
           "only text content parts ({\"type\": \"text\", \"text\": ...}) are "
           "supported",
