@@ -167,6 +167,20 @@ TEST(KvCacheDtype, ServerReportsTheDtypeAndBf16HoldsTwiceTheTokens) {
   const int64_t bf16_tokens = bf16["max_total_num_tokens"].get<int64_t>();
   EXPECT_GE(bf16_tokens, 2 * f32_tokens);
   EXPECT_LE(bf16_tokens, 2 * f32_tokens + 1);
+  EXPECT_EQ(f32["layout"]["kv_index_bytes_per_token"], 0);  // brown-tiny has no indexer
+}
+
+// DeepSeek-V3.2: each token's index key (4 layers x 32 values of brown-tiny-dsa) sits in the
+// cache beside its latent row, reported apart and counted in the bytes per token.
+TEST(KvCacheDtype, SparseAttentionIndexKeysAreCountedPerToken) {
+  ServerProcess dense(""), sparse("--model models/brown-tiny-dsa");
+  ASSERT_GT(dense.port(), 0);
+  ASSERT_GT(sparse.port(), 0);
+  const json d = dense.call("/get_server_info")["engine"]["layout"];
+  const json s = sparse.call("/get_server_info")["engine"]["layout"];
+  EXPECT_EQ(s["kv_index_bytes_per_token"], 4 * 32 * 4);
+  EXPECT_EQ(s["kv_bytes_per_token"].get<int64_t>(),
+            d["kv_bytes_per_token"].get<int64_t>() + 4 * 32 * 4);
 }
 
 }  // namespace

@@ -20,8 +20,8 @@ void ParallelFlags::add_to(CLI::App& cmd) {
       "--enable-dp-attention", layout.dp_attention,
       "Attention data-parallel over --dp groups inside one --tp instance (SGLang DP attention)");
   cmd.add_flag("--enable-dp-linear", layout.dp_linear,
-               "Compute the replicated q_a/kv_a projections on a token shard per rank and "
-               "all-gather (prefill)");
+               "Compute the replicated q_a/kv_a projections (and a DeepSeek-V3.2 indexer's "
+               "wk/weights_proj) on a token shard per rank and all-gather (prefill)");
   cmd.add_option("--dp-linear-min-tokens", dp_linear_min_tokens,
                  "dp_linear applies to extend steps with at least this many tokens in the group "
                  "(and at least one "
