@@ -228,11 +228,14 @@ bool ChatOutputParser::content_step(ChatDelta& delta, bool final) {
 bool ChatOutputParser::calls_step(ChatDelta&, bool final) {
   using namespace deepseek_v3;
   const MarkerSyntax syntax = marker_syntax(*syntax_);
-  if (!syntax.separator.empty() && pending_.starts_with(syntax.separator)) {
+  // One separator between calls (taken once, however the text arrives).
+  if (!separator_taken_ && !syntax.separator.empty() && pending_.starts_with(syntax.separator)) {
     pending_.erase(0, syntax.separator.size());
+    separator_taken_ = true;
   }
   if (pending_.starts_with(kCallBegin)) {
     pending_.erase(0, kCallBegin.size());
+    separator_taken_ = false;
     phase_ = Phase::CallHeader;
     return true;
   }

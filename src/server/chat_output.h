@@ -92,7 +92,8 @@ class ChatOutputParser {
   bool at_start_ = true;             // nothing generated has been parsed yet
   bool trim_leading_space_ = false;  // the content right after the reasoning
   std::string pending_;
-  size_t calls_ = 0;  // tool calls begun
+  size_t calls_ = 0;              // tool calls begun
+  bool separator_taken_ = false;  // V3: the "\n" after a call was read
   // DSML: the current call is open, has parameters, and its value is a JSON string.
   bool dsml_open_ = false;
   bool dsml_parameters_ = false;

@@ -116,6 +116,15 @@ TEST(V31Calls, V3SyntaxIsNotV31s) {
   EXPECT_EQ(message.tool_calls[0].name, "function");
 }
 
+// V3's "\n" between calls is taken once, whole or streamed (a fuzzing finding: pushed a byte at
+// a time, every newline was taken as a separator).
+TEST(V3Calls, OneSeparatorBetweenCalls) {
+  const std::string text = "<｜tool▁calls▁begin｜>\n\n\nrest";
+  const ChatMessage message = parse_every_way(text, false, ToolSyntax::DeepseekV3);
+  EXPECT_TRUE(message.tool_calls.empty());
+  EXPECT_EQ(message.content, "\n\nrest");
+}
+
 // --- DeepSeek-V3.2 (DSML) ---
 
 TEST(DsmlCalls, TypedParametersBecomeAJsonObject) {
