@@ -300,7 +300,9 @@ void mla_attention_prefill(const PrefillAttention& shape, const float* q, const 
                            const float* v, float* out);
 // Sparse prefill (DeepSeek Sparse Attention on the normal path): as mla_attention_prefill, but
 // token i attends only to the counts[i] positions selected[i * top_k ...] (ascending, each
-// < n_tokens; indexer_topk's output).
+// < n_tokens; indexer_topk's output), and k and v are head-major: k [n_heads, n_tokens, d_qk],
+// v [n_heads, n_tokens, d_v] (q and out as mla_attention_prefill's). No two queries share a
+// selection, so the fast path takes one head at a time, whose k and v then stay in cache.
 void mla_attention_prefill_sparse(const PrefillAttention& shape, int64_t top_k, const float* q,
                                   const float* k, const float* v, const int32_t* selected,
                                   const int32_t* counts, float* out);

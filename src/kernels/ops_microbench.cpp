@@ -405,7 +405,7 @@ BENCHMARK(BM_PrefillAttention)
 // DeepSeek Sparse Attention, bench-model shapes (bench-500m-v32: 16 heads, qk 96, v 64; the
 // indexer 16 x 64, index_topk 2048): the indexer's top-k of a prefill (every token over its
 // causal prefix) and of one decode query, both from a bf16 key pool, and the sparse prefill
-// attention over 2048 selected tokens per query.
+// attention over 2048 selected tokens per query (k, v head-major as the model holds them).
 void BM_IndexerTopk(benchmark::State& state) {
   const int64_t n_q = state.range(0), n_kv = state.range(1), heads = 16, dim = 64, top_k = 2048;
   const AlignedFloats q = aligned_values(static_cast<size_t>(n_q * heads * dim), 1);

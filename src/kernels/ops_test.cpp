@@ -792,6 +792,16 @@ TEST(SparsePrefillAttention, MatchesReference) {
   }
 }
 
+// rows [n_tokens, n_heads, d] as [n_heads, n_tokens, d].
+std::vector<float> head_major(const std::vector<float>& rows, int64_t n_tokens, int64_t n_heads,
+                              int64_t d) {
+  std::vector<float> out(rows.size());
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t h = 0; h < n_heads; ++h)
+      std::copy_n(rows.begin() + (t * n_heads + h) * d, d, out.begin() + (h * n_tokens + t) * d);
+  return out;
+}
+
 // Selecting every earlier token is dense causal attention.
 TEST(SparsePrefillAttention, SelectingEveryTokenIsTheDensePrefill) {
   const int64_t n = 50, heads = 5, d_qk = 24, d_v = 16;
@@ -806,8 +816,9 @@ TEST(SparsePrefillAttention, SelectingEveryTokenIsTheDensePrefill) {
   const std::vector<float> v = random_values(static_cast<size_t>(n * heads * d_v), 47);
   std::vector<float> dense(static_cast<size_t>(n * heads * d_v)), sparse(dense.size(), NAN);
   ref::mla_attention_prefill(shape, q.data(), k.data(), v.data(), dense.data());
-  mla_attention_prefill_sparse(shape, n, q.data(), k.data(), v.data(), selected.data(),
-                               counts.data(), sparse.data());
+  mla_attention_prefill_sparse(shape, n, q.data(), head_major(k, n, heads, d_qk).data(),
+                               head_major(v, n, heads, d_v).data(), selected.data(), counts.data(),
+                               sparse.data());
   EXPECT_LE(relative_error(sparse, dense, 1.0), kF32Tolerance);
 }
 

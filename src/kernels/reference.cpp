@@ -202,7 +202,7 @@ void mla_attention_prefill_sparse(const PrefillAttention& s, int64_t top_k, cons
     for (int64_t h = 0; h < s.n_heads; ++h) {
       const float* qh = q + (i * s.n_heads + h) * s.d_qk;
       for (int64_t j = 0; j < n; ++j) {
-        const float* kh = k + (keys[j] * s.n_heads + h) * s.d_qk;
+        const float* kh = k + (h * s.n_tokens + keys[j]) * s.d_qk;
         float dot = 0.0f;
         for (int64_t d = 0; d < s.d_qk; ++d) dot += qh[d] * kh[d];
         p[static_cast<size_t>(j)] = dot * s.scale;
@@ -211,7 +211,7 @@ void mla_attention_prefill_sparse(const PrefillAttention& s, int64_t top_k, cons
       float* o = out + (i * s.n_heads + h) * s.d_v;
       std::fill(o, o + s.d_v, 0.0f);
       for (int64_t j = 0; j < n; ++j) {
-        const float* vh = v + (keys[j] * s.n_heads + h) * s.d_v;
+        const float* vh = v + (h * s.n_tokens + keys[j]) * s.d_v;
         for (int64_t d = 0; d < s.d_v; ++d) o[d] += p[static_cast<size_t>(j)] * vh[d];
       }
     }

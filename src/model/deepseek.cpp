@@ -468,15 +468,18 @@ void DeepseekModel::attend_normal(const AttentionWeights& w, const SequenceStep&
   copy_columns(latent, kvl + rope, 0, n, kvl, c_kv, kvl);
   linear(FlopKind::KvB, c_kv, n, w.kv_b, kv_b);  // [n, nh, nope + v]
 
+  // k [n, nh, qk] and v [n, nh, v]; head-major ([nh, n, ...]) for the sparse kernel.
+  const bool head_major = selection_row >= 0;
+  const auto row = [&](int64_t t, int64_t h) { return head_major ? h * n + t : t * nh + h; };
   float* k = take(buf_.k, n * nh * qk);
   float* vv = take(buf_.v, n * nh * v);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t h = 0; h < nh; ++h) {
       const float* src = kv_b + (t * nh + h) * (nope + v);
-      float* kh = k + (t * nh + h) * qk;
+      float* kh = k + row(t, h) * qk;
       std::copy_n(src, nope, kh);
       std::copy_n(latent + t * (kvl + rope) + kvl, rope, kh + nope);  // k_pe is shared by all heads
-      std::copy_n(src + nope, v, vv + (t * nh + h) * v);
+      std::copy_n(src + nope, v, vv + row(t, h) * v);
     }
   }
   const kernels::PrefillAttention shape{n, nh, qk, v, static_cast<float>(cfg_.softmax_scale())};
