@@ -55,6 +55,18 @@ MLASERVE_AVX512 void update_output(float* o, int64_t d_v, float correction, cons
   }
 }
 
+// Requests rows keys[0, n) of k (d_k floats each) and v (d_v) into L1: a selection's rows are
+// scattered over the prompt, where the hardware prefetcher sees no stream.
+MLASERVE_AVX512 void prefetch_rows(const float* k, int64_t d_k, const float* v, int64_t d_v,
+                                   const int32_t* keys, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const char* k_row = reinterpret_cast<const char*>(k + keys[j] * d_k);
+    const char* v_row = reinterpret_cast<const char*>(v + keys[j] * d_v);
+    for (int64_t b = 0; b < d_k * 4; b += 64) _mm_prefetch(k_row + b, _MM_HINT_T0);
+    for (int64_t b = 0; b < d_v * 4; b += 64) _mm_prefetch(v_row + b, _MM_HINT_T0);
+  }
+}
+
 // Token i, head h over its count selected keys; k_h, v_h are head h's rows. o: [d_v] scratch.
 MLASERVE_AVX512 void attend_token(const PrefillAttention& s, const float* q, const float* k_h,
                                   const float* v_h, const int32_t* keys, int64_t count, int64_t i,
@@ -66,6 +78,10 @@ MLASERVE_AVX512 void attend_token(const PrefillAttention& s, const float* q, con
   alignas(64) float p[kKeyLanes];
   for (int64_t first = 0; first < count; first += kKeyLanes) {
     const int64_t n = std::min(kKeyLanes, count - first);
+    if (first + kKeyLanes < count) {  // the next block's rows, while this one computes
+      prefetch_rows(k_h, s.d_qk, v_h, s.d_v, keys + first + kKeyLanes,
+                    std::min(kKeyLanes, count - first - kKeyLanes));
+    }
     const __mmask16 lanes = first_lanes16(n);
     const __m512 score = _mm512_mul_ps(key_scores(qi, k_h, keys + first, n, s.d_qk), scale);
     const float new_max =

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -442,10 +443,20 @@ void BM_SparsePrefillAttention(benchmark::State& state) {
   std::vector<int32_t> selected(static_cast<size_t>(tokens * top_k)),
       counts(static_cast<size_t>(tokens));
   double pairs = 0;
-  for (int64_t i = 0; i < tokens; ++i) {  // every other earlier token, up to top_k of them
-    const int64_t n = std::min(top_k, i / 2 + 1);
-    for (int64_t j = 0; j < n; ++j)
-      selected[static_cast<size_t>(i * top_k + j)] = static_cast<int32_t>(2 * j);
+  // A random top_k of each token's earlier tokens (all of them for the first top_k), sorted, as
+  // a random indexer picks them: no two queries' rows in the same order.
+  std::mt19937 rng(7);
+  std::vector<int32_t> earlier;
+  for (int64_t i = 0; i < tokens; ++i) {
+    earlier.resize(static_cast<size_t>(i + 1));
+    std::iota(earlier.begin(), earlier.end(), 0);
+    const int64_t n = std::min(top_k, i + 1);
+    for (int64_t j = 0; j < n; ++j) {
+      std::swap(earlier[static_cast<size_t>(j)],
+                earlier[static_cast<size_t>(j + static_cast<int64_t>(rng() % (i + 1 - j)))]);
+    }
+    std::sort(earlier.begin(), earlier.begin() + n);
+    std::copy_n(earlier.begin(), n, selected.begin() + i * top_k);
     counts[static_cast<size_t>(i)] = static_cast<int32_t>(n);
     pairs += static_cast<double>(n);
   }
