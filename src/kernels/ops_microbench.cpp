@@ -431,6 +431,7 @@ BENCHMARK(BM_IndexerTopk)
     ->ArgNames({"queries", "keys"})
     ->Args({1, 32768})
     ->Args({512, 8192})
+    ->Args({512, 32768})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -473,6 +474,7 @@ void BM_SparsePrefillAttention(benchmark::State& state) {
 BENCHMARK(BM_SparsePrefillAttention)
     ->ArgNames({"tokens"})
     ->Args({8192})
+    ->Args({32768})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

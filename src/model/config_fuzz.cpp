@@ -16,6 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto config = mlaserve::model::ModelConfig::from_json(j, "config.json");
     (void)config.softmax_scale();
     (void)config.kv_cache_dim();
+    (void)config.index_key_dim();
     for (int64_t layer = 0; layer < 4; ++layer) (void)config.is_moe_layer(layer);
   } catch (const mlaserve::Error&) {
   }
