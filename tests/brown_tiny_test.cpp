@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "support/command.h"
+#include "support/demo_reference.h"
 #include "support/files.h"
 
 namespace mlaserve::testing {
@@ -26,41 +27,10 @@ const json& reference() {
   return ref;
 }
 
-// Ids of the k largest logits, largest first.
-std::vector<int> top_ids(const std::vector<float>& logits, size_t k) {
-  std::vector<int> ids(logits.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<long>(k), ids.end(), [&](int a, int b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
-  });
-  ids.resize(k);
-  return ids;
-}
-
 class BrownTinyReference : public ::testing::TestWithParam<std::string> {};  // layout flags
 
 TEST_P(BrownTinyReference, PromptsTop10LogitsAndGreedyContinuations) {
-  const json& prompts = reference()["prompts"];
-  json input = {{"prompts", json::array()}};
-  for (const json& p : prompts) input["prompts"].push_back({{"ids", p["ids"]}});
-  TempDir tmp;
-  const json out = run_eval(kModel, input, "--dtype float32 " + GetParam(), tmp, 32);
-  ASSERT_TRUE(out.contains("prompts"));
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const json& want = prompts[i];
-    const json& got = out["prompts"][i];
-    SCOPED_TRACE(want["prompt"].get<std::string>());
-    const auto logits = got["last_logits"].get<std::vector<float>>();
-    const auto want_ids = want["top10_ids"].get<std::vector<int>>();
-    const auto want_logits = want["top10_logits"].get<std::vector<double>>();
-    EXPECT_EQ(top_ids(logits, want_ids.size()), want_ids);
-    for (size_t k = 0; k < want_ids.size(); ++k) {
-      EXPECT_NEAR(logits[static_cast<size_t>(want_ids[k])], want_logits[k],
-                  1e-4 * std::fabs(want_logits[k]))
-          << "top " << k << ", id " << want_ids[k];
-    }
-    EXPECT_EQ(got["greedy"], want["greedy_ids"]);
-  }
+  expect_demo_reference_prompts(kModel, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, BrownTinyReference,

@@ -7,6 +7,7 @@
 #include "server/openai_format.h"
 #include "server/tool_calls.h"
 #include "tokenizer/deepseek_v32_encoding.h"
+#include "tokenizer/jinja_value.h"
 
 namespace mlaserve::server {
 
@@ -32,44 +33,8 @@ MarkerSyntax marker_syntax(ToolSyntax syntax) {
 // A DSML attribute's longest plausible text; a longer one is not DSML.
 constexpr size_t kMaxDsmlAttributes = 512;
 
-// Python's json.dumps of a string's characters (ensure_ascii=False), without the quotes: what
-// DeepSeek's decoder makes of a string="true" value. Bytes are escaped one by one, so pieces of
-// a value escape to pieces of its escape.
-std::string json_escaped(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
+// What DeepSeek's decoder makes of a string="true" value: the JSON escape of its characters.
+using tokenizer::jinja::json_escaped;
 
 // The longest tail of `text` that is a proper prefix of `marker`.
 size_t marker_tail(std::string_view text, std::string_view marker) {

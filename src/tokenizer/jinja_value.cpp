@@ -49,8 +49,10 @@ std::string dict_repr(const Dict& dict) {
   return out + "}";
 }
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
+}  // namespace
+
+std::string json_escaped(std::string_view text) {
+  std::string out;
   for (const char c : text) {
     switch (c) {
       case '"':
@@ -75,13 +77,21 @@ std::string json_string(const std::string& text) {
         out += "\\f";
         break;
       default:
-        if (static_cast<uint8_t>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<uint8_t>(c));
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
         } else {
           out += c;
         }
     }
   }
+  return out;
+}
+
+namespace {
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";  // (not "\"" + ...: g++ 12 misreads that as an overlapping memcpy)
+  out += json_escaped(text);
   return out + "\"";
 }
 

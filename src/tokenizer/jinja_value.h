@@ -99,6 +99,10 @@ bool operator==(const Value& left, const Value& right);
 // Python ordering of numbers, strings and lists; other types are an error at `line`.
 bool less_than(const Value& left, const Value& right, int line);
 
+// Python json.dumps of a string (ensure_ascii=False) without the quotes: each byte escaped on its
+// own, so pieces of a string escape to pieces of its escape.
+std::string json_escaped(std::string_view text);
+
 // Python json.dumps(value, ensure_ascii=False, indent=indent): what HF's tojson filter gives.
 // A negative indent means none (one line, ", " and ": " separators).
 std::string to_json_text(const Value& value, int indent, int line);
