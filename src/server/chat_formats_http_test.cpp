@@ -70,23 +70,6 @@ class ChatFormatTest : public ServerTest {
     return tokenizer().decode(engine().submitted().back().prompt, /*skip_special_tokens=*/false);
   }
 
-  bool constraint_allows(const std::string& text, bool* complete = nullptr) {
-    const auto& submitted = engine().submitted();
-    if (submitted.empty() || !submitted.back().constraint) {
-      ADD_FAILURE() << "the request has no constraint";
-      return false;
-    }
-    const std::shared_ptr<sched::TokenConstraint> constraint = submitted.back().constraint;
-    std::vector<uint64_t> allowed(static_cast<size_t>((tokenizer().vocab_size() + 63) / 64));
-    for (int32_t token : tokenizer().encode(text, /*add_special_tokens=*/false)) {
-      constraint->fill_allowed(allowed);
-      if (!((allowed[static_cast<size_t>(token / 64)] >> (token % 64)) & 1u)) return false;
-      constraint->accept(token);
-    }
-    if (complete) *complete = constraint->can_end();
-    return true;
-  }
-
   // The streamed deltas of a chat answer, summed per field.
   nlohmann::json streamed(nlohmann::json body) {
     body["stream"] = true;

@@ -51,25 +51,6 @@ class StructuredOutputTest : public ServerTest {
     script(tokens);
   }
 
-  // Walks the constraint of the last submitted request along `text`'s tokens: true if each was
-  // allowed in turn. `complete` tells whether the walk ended where the output may end.
-  bool constraint_allows(const std::string& text, bool* complete = nullptr) {
-    const auto& submitted = engine().submitted();
-    EXPECT_FALSE(submitted.empty());
-    if (submitted.empty()) return false;
-    const std::shared_ptr<sched::TokenConstraint> constraint = submitted.back().constraint;
-    EXPECT_TRUE(constraint) << "the request has no constraint";
-    if (!constraint) return false;
-    std::vector<uint64_t> allowed(static_cast<size_t>((tokenizer().vocab_size() + 63) / 64));
-    for (int32_t token : tokenizer().encode(text, /*add_special_tokens=*/false)) {
-      constraint->fill_allowed(allowed);
-      if (!((allowed[static_cast<size_t>(token / 64)] >> (token % 64)) & 1u)) return false;
-      constraint->accept(token);
-    }
-    if (complete) *complete = constraint->can_end();
-    return true;
-  }
-
   std::vector<nlohmann::json> stream(nlohmann::json body) {
     body["stream"] = true;
     const httplib::Result result = post("/v1/chat/completions", body);
