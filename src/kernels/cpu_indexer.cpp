@@ -169,6 +169,75 @@ MLASERVE_AVX512 void score_block(const float* q, const float* w, const float* ti
   _mm512_storeu_ps(out + 16, s1);
 }
 
+// The bf16 form of the tiles (indexer_scores_in_bf16): per pair of dims p, each key's two values
+// side by side, [pairs][kKeyBlock][2], so one 512-bit load holds 16 keys' pairs for vdpbf16ps.
+// Read from a bf16 pool as stored; an odd head_dim's last pair ends in a zero.
+int64_t dim_pairs(int64_t head_dim) {
+  return (head_dim + 1) / 2;
+}
+
+void transpose_keys_bf16(const KvRows& keys, const int32_t* slots, int64_t n, int64_t head_dim,
+                         bf16* tiles) {
+  const int64_t blocks = (n + kKeyBlock - 1) / kKeyBlock, pairs = dim_pairs(head_dim);
+  for_each_item(blocks, n * head_dim >= (int64_t{1} << 16), [&](int64_t b) {
+    bf16* tile = tiles + b * pairs * kKeyBlock * 2;
+    for (int64_t j = 0; j < kKeyBlock; ++j) {
+      const int64_t key = b * kKeyBlock + j;
+      const auto* row = key < n ? reinterpret_cast<const bf16*>(keys.row(slots[key])) : nullptr;
+      for (int64_t d = 0; d < 2 * pairs; ++d)
+        tile[((d / 2) * kKeyBlock + j) * 2 + d % 2] = row && d < head_dim ? row[d] : bf16{};
+    }
+  });
+}
+
+// score_heads with bf16 tiles and q as bf16 pairs (q2: [heads][pairs] of two bf16 each).
+template <int kHeads>
+MLASERVE_AVX512_BF16 inline __attribute__((always_inline)) void score_heads_bf16(
+    const uint32_t* q2, const float* w, const bf16* tile, int64_t h0, int64_t pairs, __m512& s0,
+    __m512& s1) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 a0[kHeads], a1[kHeads];
+  for (int h = 0; h < kHeads; ++h) a0[h] = a1[h] = zero;
+  const uint32_t* qh = q2 + h0 * pairs;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const auto k0 = (__m512bh)_mm512_loadu_si512(tile + p * kKeyBlock * 2);
+    const auto k1 = (__m512bh)_mm512_loadu_si512(tile + p * kKeyBlock * 2 + 32);
+    for (int h = 0; h < kHeads; ++h) {
+      const auto qp = (__m512bh)_mm512_set1_epi32(static_cast<int>(qh[h * pairs + p]));
+      a0[h] = _mm512_dpbf16_ps(a0[h], k0, qp);
+      a1[h] = _mm512_dpbf16_ps(a1[h], k1, qp);
+    }
+  }
+  for (int h = 0; h < kHeads; ++h) {
+    const __m512 wh = _mm512_set1_ps(w[h0 + h]);
+    s0 = _mm512_fmadd_ps(wh, _mm512_max_ps(a0[h], zero), s0);
+    s1 = _mm512_fmadd_ps(wh, _mm512_max_ps(a1[h], zero), s1);
+  }
+}
+
+MLASERVE_AVX512_BF16 void score_block_bf16(const uint32_t* q2, const float* w, const bf16* tile,
+                                           int64_t n_heads, int64_t pairs, float* out) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t h = 0;
+  for (; h + 4 <= n_heads; h += 4) score_heads_bf16<4>(q2, w, tile, h, pairs, s0, s1);
+  for (; h < n_heads; ++h) score_heads_bf16<1>(q2, w, tile, h, pairs, s0, s1);
+  _mm512_storeu_ps(out, s0);
+  _mm512_storeu_ps(out + 16, s1);
+}
+
+// One query's q as bf16 pairs for score_block_bf16: [heads][pairs].
+void pack_query_pairs(const float* q, int64_t n_heads, int64_t head_dim, uint32_t* q2) {
+  const int64_t pairs = dim_pairs(head_dim);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t d = 2 * p;
+      const uint32_t lo = f32_to_bf16(q[h * head_dim + d]);
+      const uint32_t hi = d + 1 < head_dim ? f32_to_bf16(q[h * head_dim + d + 1]) : 0;
+      q2[h * pairs + p] = lo | hi << 16;
+    }
+  }
+}
+
 // Per-thread scratch: a block's scores and the candidates.
 struct IndexerScratch {
   float scores[kKeyBlock];
@@ -196,13 +265,12 @@ MLASERVE_AVX512 void push_above_bar(IndexerScratch& scr, int64_t first, int64_t 
 }
 
 // Scores positions [begin, end) (begin a block boundary) for one query into top (reset by the
-// caller); tiles from transpose_keys.
-void score_range(const IndexerTopk& s, const float* q, const float* w, const float* tiles,
-                 int64_t begin, int64_t end, IndexerScratch& scr) {
+// caller): score_block(first, out) writes the 32 scores of the block starting at key `first`.
+template <typename ScoreBlock>
+void score_range(int64_t begin, int64_t end, IndexerScratch& scr, ScoreBlock score_block) {
   for (int64_t first = begin; first < end; first += kKeyBlock) {
-    const int64_t n = std::min(kKeyBlock, end - first);
-    score_block(q, w, tiles + first * s.head_dim, s.n_heads, s.head_dim, scr.scores);
-    push_above_bar(scr, first, n);
+    score_block(first, scr.scores);
+    push_above_bar(scr, first, std::min(kKeyBlock, end - first));
   }
 }
 
@@ -269,6 +337,11 @@ void write_selection(std::vector<Candidate>& best, int32_t* selected, int32_t* c
 
 }  // namespace
 
+bool indexer_scores_in_bf16(const IndexerTopk& s, const KvRows& keys) {
+  return s.bf16_activations && keys.dtype == KvDtype::BFloat16 && cpu_has_avx512_bf16() &&
+         gemm_path(1) == GemmPath::Bf16Dot;
+}
+
 void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, const KvRows& keys,
                   const int32_t* kv_slots, int32_t* selected, int32_t* counts) {
   if (!cpu_has_avx512()) return ref::indexer_topk(s, q, weights, keys, kv_slots, selected, counts);
@@ -280,19 +353,46 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
     for (int64_t j = 0; j < visible(i); ++j) selected[i * s.top_k + j] = static_cast<int32_t>(j);
     counts[i] = static_cast<int32_t>(visible(i));
   };
+  // With bf16 scores q is rounded to bf16 once here, for every path (the reference rounds alike).
+  const bool in_bf16 = indexer_scores_in_bf16(s, keys);
+  thread_local std::vector<float> rounded_q;
+  if (in_bf16) {
+    float* rounded = take(rounded_q, s.n_q * s.n_heads * s.head_dim);
+    for (int64_t i = 0; i < s.n_q * s.n_heads * s.head_dim; ++i)
+      rounded[i] = bf16_to_f32(f32_to_bf16(q[i]));
+    q = rounded;
+  }
   // Few queries (decodes, a speculative verify): each scores the stored rows itself. More (a
-  // prefill chunk): every key is transposed once into tiles that all of them read.
+  // prefill chunk): every key is transposed once into tiles that all of them read, as bf16 pairs
+  // for vdpbf16ps with bf16 scores.
   const bool from_rows = s.n_q <= kMaxRowPathQueries;
+  const int64_t blocks = (s.n_kv + kKeyBlock - 1) / kKeyBlock, pairs = dim_pairs(s.head_dim);
   thread_local std::vector<float> tile_storage;
-  const int64_t blocks = (s.n_kv + kKeyBlock - 1) / kKeyBlock;
-  float* tiles = from_rows ? nullptr : take(tile_storage, blocks * kKeyBlock * s.head_dim);
-  if (!from_rows) transpose_keys(keys, kv_slots, s.n_kv, s.head_dim, tiles);
+  thread_local std::vector<bf16> tile_storage_b16;
+  float* tiles = nullptr;
+  bf16* tiles_b16 = nullptr;
+  if (!from_rows && in_bf16) {
+    tiles_b16 = take(tile_storage_b16, blocks * kKeyBlock * 2 * pairs);
+    transpose_keys_bf16(keys, kv_slots, s.n_kv, s.head_dim, tiles_b16);
+  } else if (!from_rows) {
+    tiles = take(tile_storage, blocks * kKeyBlock * s.head_dim);
+    transpose_keys(keys, kv_slots, s.n_kv, s.head_dim, tiles);
+  }
   const auto score = [&](int64_t i, int64_t begin, int64_t end, IndexerScratch& scr) {
-    if (from_rows) {
-      score_rows(s, query(i), query_weights(i), keys, kv_slots, begin, end, scr);
-    } else {
-      score_range(s, query(i), query_weights(i), tiles, begin, end, scr);
+    const float* qi = query(i);
+    const float* wi = query_weights(i);
+    if (from_rows) return score_rows(s, qi, wi, keys, kv_slots, begin, end, scr);
+    if (tiles) {
+      return score_range(begin, end, scr, [&](int64_t first, float* out) {
+        score_block(qi, wi, tiles + first * s.head_dim, s.n_heads, s.head_dim, out);
+      });
     }
+    thread_local std::vector<uint32_t> q2;
+    q2.resize(static_cast<size_t>(s.n_heads * pairs));
+    pack_query_pairs(qi, s.n_heads, s.head_dim, q2.data());
+    score_range(begin, end, scr, [&](int64_t first, float* out) {
+      score_block_bf16(q2.data(), wi, tiles_b16 + first * 2 * pairs, s.n_heads, pairs, out);
+    });
   };
   const int64_t threads = parallel_threads();
   const int64_t parts = std::clamp<int64_t>(

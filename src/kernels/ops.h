@@ -263,9 +263,14 @@ void rope_half_split(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
 // highest (ties: the earlier position), or of every visible key when there are at most top_k,
 // in ascending order into selected[i * top_k ...], and their number into counts[i]. The fast
 // path scores keys in blocks and keeps only the best candidates: never an [n_q, n_kv] matrix.
+// bf16_activations: the model's activations are bf16. Over a bf16 key cache, where the bf16 dot
+// product is this CPU's GEMM path, q is then rounded to bf16 and a prefill's scores come from
+// vdpbf16ps (indexer_scores_in_bf16; the reference rounds alike), as the absorbed attention does.
 struct IndexerTopk {
   int64_t n_q, n_heads, head_dim, n_kv, top_k;
+  bool bf16_activations = false;
 };
+bool indexer_scores_in_bf16(const IndexerTopk& shape, const KvRows& keys);
 void indexer_topk(const IndexerTopk& shape, const float* q, const float* weights,
                   const KvRows& keys, const int32_t* kv_slots, int32_t* selected, int32_t* counts);
 

@@ -409,6 +409,7 @@ BENCHMARK(BM_PrefillAttention)
 // attention over 2048 selected tokens per query (k, v head-major as the model holds them).
 void BM_IndexerTopk(benchmark::State& state) {
   const int64_t n_q = state.range(0), n_kv = state.range(1), heads = 16, dim = 64, top_k = 2048;
+  const bool bf16_activations = state.range(2) != 0;  // bf16 scores where the CPU has them
   const AlignedFloats q = aligned_values(static_cast<size_t>(n_q * heads * dim), 1);
   const AlignedFloats w = aligned_values(static_cast<size_t>(n_q * heads), 2);
   const AlignedFloats key_values = aligned_values(static_cast<size_t>(n_kv * dim), 3);
@@ -420,18 +421,19 @@ void BM_IndexerTopk(benchmark::State& state) {
   std::vector<int32_t> selected(static_cast<size_t>(n_q * top_k)), counts(static_cast<size_t>(n_q));
   Rates rates(state);
   for (auto _ : state) {
-    indexer_topk({n_q, heads, dim, n_kv, top_k}, q.get(), w.get(), keys, slots.data(),
-                 selected.data(), counts.data());
+    indexer_topk({n_q, heads, dim, n_kv, top_k, bf16_activations}, q.get(), w.get(), keys,
+                 slots.data(), selected.data(), counts.data());
     benchmark::DoNotOptimize(selected.data());
   }
   const double pairs = static_cast<double>(n_q) * static_cast<double>(2 * n_kv - n_q + 1) / 2;
   rates.rate("FLOP/s", 2.0 * pairs * static_cast<double>(heads * dim));
 }
 BENCHMARK(BM_IndexerTopk)
-    ->ArgNames({"queries", "keys"})
-    ->Args({1, 32768})
-    ->Args({512, 8192})
-    ->Args({512, 32768})
+    ->ArgNames({"queries", "keys", "bf16"})
+    ->Args({1, 32768, 0})
+    ->Args({512, 8192, 0})
+    ->Args({512, 32768, 0})
+    ->Args({512, 32768, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

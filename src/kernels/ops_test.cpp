@@ -865,10 +865,13 @@ std::vector<bool> clear_margins(const IndexerCase& c, const std::vector<float>& 
 
 // Fast path against the reference: the same positions for every query whose choice is not a
 // near-tie (and at least half of the sparse queries are clear on random data).
-void check_indexer(const IndexerCase& c, KvDtype dtype) {
+// With bf16 activations over a bf16 pool both paths round q (indexer_scores_in_bf16), the fast
+// path multiplying by vdpbf16ps: the products are the same exact ones, so are the margins.
+void check_indexer(const IndexerCase& c, KvDtype dtype, bool bf16_activations = false) {
   SCOPED_TRACE(testing::Message() << "n_q=" << c.n_q << " heads=" << c.n_heads
                                   << " dim=" << c.head_dim << " n_kv=" << c.n_kv
-                                  << " top_k=" << c.top_k << " keys " << kv_dtype_name(dtype));
+                                  << " top_k=" << c.top_k << " keys " << kv_dtype_name(dtype)
+                                  << (bf16_activations ? " bf16 activations" : ""));
   const int64_t pool_rows = c.n_kv + 7;
   const std::vector<float> q =
       random_values(static_cast<size_t>(c.n_q * c.n_heads * c.head_dim), 31);
@@ -876,7 +879,7 @@ void check_indexer(const IndexerCase& c, KvDtype dtype) {
   const StoredKv keys(random_values(static_cast<size_t>(pool_rows * c.head_dim), 33), c.head_dim,
                       dtype);
   const std::vector<int32_t> slots = shuffled_slots(c.n_kv, pool_rows, 34);
-  const IndexerTopk shape{c.n_q, c.n_heads, c.head_dim, c.n_kv, c.top_k};
+  const IndexerTopk shape{c.n_q, c.n_heads, c.head_dim, c.n_kv, c.top_k, bf16_activations};
   const size_t n = static_cast<size_t>(c.n_q * c.top_k);
   std::vector<int32_t> expected(n, -1), actual(n, -1), expected_counts(static_cast<size_t>(c.n_q)),
       actual_counts(expected_counts.size(), -1);
@@ -884,7 +887,8 @@ void check_indexer(const IndexerCase& c, KvDtype dtype) {
                     expected_counts.data());
   indexer_topk(shape, q.data(), w.data(), keys.rows(), slots.data(), actual.data(),
                actual_counts.data());
-  const std::vector<bool> clear = clear_margins(c, q, w, keys.rows(), slots);
+  const std::vector<bool> clear = clear_margins(
+      c, indexer_scores_in_bf16(shape, keys.rows()) ? round_to_bf16(q) : q, w, keys.rows(), slots);
   int64_t sparse = 0, compared = 0;
   for (int64_t i = 0; i < c.n_q; ++i) {
     const auto count = static_cast<size_t>(expected_counts[static_cast<size_t>(i)]);
@@ -908,9 +912,11 @@ TEST(Indexer, TopKMatchesReference) {
   SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
   const IndexerCase cases[] = {{1, 4, 32, 5, 8},      {1, 4, 32, 100, 32},  {3, 3, 20, 77, 16},
                                {40, 4, 32, 40, 32},   {64, 8, 64, 300, 48}, {1, 16, 64, 5000, 256},
-                               {2, 5, 33, 3000, 100}, {7, 1, 16, 33, 1}};
-  for (const IndexerCase& c : cases)
+                               {2, 5, 33, 3000, 100}, {20, 5, 33, 200, 24}, {7, 1, 16, 33, 1}};
+  for (const IndexerCase& c : cases) {
     for (KvDtype dtype : kKvDtypes) check_indexer(c, dtype);
+    check_indexer(c, KvDtype::BFloat16, /*bf16_activations=*/true);
+  }
 }
 
 // Equal scores keep the earlier positions: identical keys give every key the same score.

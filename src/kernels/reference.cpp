@@ -223,6 +223,8 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
                   const int32_t* kv_slots, int32_t* selected, int32_t* counts) {
   std::vector<float> key(static_cast<size_t>(s.head_dim)), score(static_cast<size_t>(s.n_kv));
   std::vector<int32_t> order;
+  const bool round_q = indexer_scores_in_bf16(s, keys);
+  std::vector<float> q_rounded(static_cast<size_t>(s.head_dim));
   for (int64_t i = 0; i < s.n_q; ++i) {
     const int64_t visible = s.n_kv - s.n_q + i + 1;
     for (int64_t j = 0; j < visible; ++j) {
@@ -230,6 +232,11 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
       float total = 0.0f;
       for (int64_t h = 0; h < s.n_heads; ++h) {
         const float* qh = q + (i * s.n_heads + h) * s.head_dim;
+        if (round_q) {  // as the fast path's bf16 scores (ops.h)
+          for (int64_t d = 0; d < s.head_dim; ++d)
+            q_rounded[static_cast<size_t>(d)] = bf16_to_f32(f32_to_bf16(qh[d]));
+          qh = q_rounded.data();
+        }
         float dot = 0.0f;
         for (int64_t d = 0; d < s.head_dim; ++d) dot += qh[d] * key[static_cast<size_t>(d)];
         total += weights[i * s.n_heads + h] * std::max(dot, 0.0f);

@@ -449,9 +449,9 @@ void DeepseekModel::select_keys(int64_t layer, const SequenceStep& s, int64_t ro
   int32_t* counts = take(buf_.selected_counts, row + s.n_new) + row;
   flops_[static_cast<size_t>(FlopKind::Indexer)] +=
       static_cast<double>(s.n_new * (2 * s.n_cached + s.n_new + 1) * Hi * Di);
-  kernels::indexer_topk({s.n_new, Hi, Di, n_kv, K}, buf_.index_q.data() + row * Hi * Di,
-                        buf_.index_w.data() + row * Hi, kv.index_keys(layer), s.kv_slots.data(),
-                        selected, counts);
+  kernels::indexer_topk({s.n_new, Hi, Di, n_kv, K, format_.dtype == kernels::WeightType::BF16},
+                        buf_.index_q.data() + row * Hi * Di, buf_.index_w.data() + row * Hi,
+                        kv.index_keys(layer), s.kv_slots.data(), selected, counts);
 }
 
 // Normal path: K/V decompressed from c_kv by kv_b; causal MHA with head dim nope+rope, value dim v.
