@@ -52,11 +52,7 @@ BpeModel::BpeModel(const json& options, const std::vector<std::pair<std::string,
                    const std::vector<BpeMerge>& merges) {
   check_supported_options(options);
   for (const auto& [token, id] : vocab) vocabulary_.insert(token, id);
-  for (unsigned byte = 0; byte < 256; ++byte) {
-    const std::string symbol =
-        byte_level::bytes_to_symbols(std::string(1, static_cast<char>(byte)));
-    byte_ids_[byte] = vocabulary_.find(symbol).value_or(-1);
-  }
+  find_byte_ids();
   if (options.contains("unk_token") && !options["unk_token"].is_null()) {
     const std::string unk = options["unk_token"].get<std::string>();
     unk_id_ = vocabulary_.find(unk);
@@ -65,6 +61,43 @@ BpeModel::BpeModel(const json& options, const std::vector<std::pair<std::string,
   fuse_unk_ = options.value("fuse_unk", false);
   ignore_merges_ = options.value("ignore_merges", false);
   read_merges(merges);
+}
+
+BpeModel::BpeModel(const std::vector<RankedToken>& ranks) : ignore_merges_(true) {
+  for (const RankedToken& token : ranks) {
+    vocabulary_.insert(byte_level::bytes_to_symbols(token.bytes), token.rank);
+  }
+  find_byte_ids();
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    if (byte_ids_[byte] < 0) fail("the ranks have no token for the byte 0x{:02X}", byte);
+  }
+  derive_merges(ranks);
+}
+
+void BpeModel::find_byte_ids() {
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    const std::string symbol =
+        byte_level::bytes_to_symbols(std::string(1, static_cast<char>(byte)));
+    byte_ids_[byte] = vocabulary_.find(symbol).value_or(-1);
+  }
+}
+
+void BpeModel::derive_merges(const std::vector<RankedToken>& ranks) {
+  TokenIdMap rank_of_bytes;  // the raw bytes' ids, so that splits need no byte-level spelling
+  size_t splits = 0;
+  for (const RankedToken& token : ranks) {
+    rank_of_bytes.insert(token.bytes, token.rank);
+    splits += token.bytes.size();  // at least the splits (size - 1)
+  }
+  merges_ = MergeTable(splits);
+  for (const RankedToken& token : ranks) {
+    const std::string_view bytes = token.bytes;
+    for (size_t cut = 1; cut < bytes.size(); ++cut) {
+      const auto left = rank_of_bytes.find(bytes.substr(0, cut));
+      const auto right = rank_of_bytes.find(bytes.substr(cut));
+      if (left && right) merges_.insert(*left, *right, {token.rank, token.rank});
+    }
+  }
 }
 
 void BpeModel::read_merges(const std::vector<BpeMerge>& merges) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tokenizer/merge_table.h"
+#include "tokenizer/tiktoken_model.h"
 #include "tokenizer/token_id_map.h"
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/word_cache.h"
@@ -25,15 +26,23 @@ class BpeModel {
   // inconsistent (a merge of unknown tokens).
   BpeModel(const nlohmann::json& options, const std::vector<std::pair<std::string, int32_t>>& vocab,
            const std::vector<BpeMerge>& merges);
+  // tiktoken's ranks: a token's id is its rank; two adjacent tokens merge into the token their
+  // bytes make, lowest rank first (tiktoken's byte-pair merge, which is BPE with a merge rule
+  // for every split of a token into two tokens, ranked by the token); a piece that is itself a
+  // token is that token. Every single byte must be a token.
+  explicit BpeModel(const std::vector<RankedToken>& ranks);
 
   // Appends the ids of `piece` (raw bytes, one pre-tokenized word) to `ids`. Thread-safe.
   void encode(std::string_view piece, std::vector<int32_t>& ids) const;
 
-  // Token strings are spelled in the byte-level alphabet (e.g. "Ġthe").
+  // Token strings are spelled in the byte-level alphabet (e.g. "Ġthe"), tiktoken's too (as
+  // Kimi's tokenizer spells them for convert_ids_to_tokens).
   const TokenIdMap& vocabulary() const { return vocabulary_; }
 
  private:
   void read_merges(const std::vector<BpeMerge>& merges);
+  void derive_merges(const std::vector<RankedToken>& ranks);
+  void find_byte_ids();
   void apply_merges(std::string_view piece, std::vector<int32_t>& ids) const;
   void append_initial_symbols(std::string_view piece, std::vector<int32_t>& symbols) const;
 

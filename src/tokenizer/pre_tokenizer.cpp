@@ -126,6 +126,14 @@ PreTokenizer PreTokenizer::from_json(const json& config) {
   return pre_tokenizer;
 }
 
+PreTokenizer PreTokenizer::from_matches(std::string_view pattern) {
+  PreTokenizer pre_tokenizer;
+  // Inverted, the matches are the pieces and the gaps between them the delimiters, removed.
+  pre_tokenizer.steps_.emplace_back(
+      SplitStep{Regex::from_oniguruma(pattern), SplitBehavior::kRemoved, /*invert=*/true});
+  return pre_tokenizer;
+}
+
 struct PreTokenizer::StepScratch {
   std::vector<Match> matches;
   std::vector<Span> spans;

@@ -34,6 +34,9 @@ class PreTokenizer {
   // Builds the steps from tokenizer.json's "pre_tokenizer". Supported: Sequence, Split (Regex or
   // String pattern) and ByteLevel, which must come last since only byte-level BPE is supported.
   static PreTokenizer from_json(const nlohmann::json& config);
+  // tiktoken's split: the pieces are the matches of `pattern` (written for Oniguruma, see
+  // Regex::from_oniguruma), and text that no match covers is dropped, as tiktoken drops it.
+  static PreTokenizer from_matches(std::string_view pattern);
 
   using PieceSink = std::function<void(std::string_view piece)>;
 

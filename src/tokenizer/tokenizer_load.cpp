@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/special_tokens.h"
+#include "tokenizer/tiktoken_load.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_json.h"
 #include "tokenizer/tokenizer_state.h"
@@ -170,23 +171,41 @@ ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
   return setup;
 }
 
-std::shared_ptr<TokenizerState> build_state(const TokenizerJson& parsed, const json& config,
-                                            const fs::path& dir) {
+std::shared_ptr<TokenizerState> tokenizer_json_state(const TokenizerJson& parsed) {
   const json& tokenizer = parsed.document;
   check_normalizer(tokenizer.value("normalizer", json()));
   check_decoder(tokenizer.value("decoder", json()));
   if (!parsed.vocab || !parsed.merges) fail("tokenizer.json has no model.vocab or no model.merges");
-  auto state = std::make_shared<TokenizerState>(
+  return std::make_shared<TokenizerState>(
       BpeModel(tokenizer.at("model"), *parsed.vocab, *parsed.merges),
       PreTokenizer::from_json(tokenizer.value("pre_tokenizer", json())),
       read_added_tokens(tokenizer.value("added_tokens", json::array())));
-  build_id_tables(*state);
-  const TokenLookup lookup = [&](std::string_view token) { return state->find_token(token); };
-  state->special_token_ids =
-      special_token_ids(tokenizer.value("post_processor", json()), config, lookup);
-  if (const auto bos = config_token(config, "bos_token")) state->bos_id = lookup(*bos);
-  if (const auto eos = config_token(config, "eos_token")) state->eos_id = lookup(*eos);
-  state->chat = read_chat_setup(config, dir);
+}
+
+// What both sources share: the id tables, the ids encode adds, BOS/EOS and the chat setup.
+void finish_state(TokenizerState& state, const json& post_processor, const json& config,
+                  const fs::path& dir) {
+  build_id_tables(state);
+  const TokenLookup lookup = [&](std::string_view token) { return state.find_token(token); };
+  state.special_token_ids = special_token_ids(post_processor, config, lookup);
+  if (const auto bos = config_token(config, "bos_token")) state.bos_id = lookup(*bos);
+  if (const auto eos = config_token(config, "eos_token")) state.eos_id = lookup(*eos);
+  state.chat = read_chat_setup(config, dir);
+}
+
+// tokenizer.json when the directory has one, else Kimi's tiktoken.model.
+std::shared_ptr<TokenizerState> read_state(const fs::path& dir, const json& config) {
+  const fs::path tokenizer_path = dir / "tokenizer.json";
+  if (!fs::exists(tokenizer_path)) {
+    const fs::path tiktoken_path = dir / "tiktoken.model";
+    std::shared_ptr<TokenizerState> state =
+        tiktoken_state(read_file(tiktoken_path), tiktoken_path.string(), config);
+    finish_state(*state, json(), config, dir);
+    return state;
+  }
+  const TokenizerJson tokenizer = read_tokenizer_json(tokenizer_path);
+  std::shared_ptr<TokenizerState> state = tokenizer_json_state(tokenizer);
+  finish_state(*state, tokenizer.document.value("post_processor", json()), config, dir);
   return state;
 }
 
@@ -202,14 +221,13 @@ TokenizerState::TokenizerState(BpeModel bpe, PreTokenizer pre, std::vector<Added
 }
 
 Tokenizer Tokenizer::load(const fs::path& dir) {
-  const fs::path tokenizer_path = dir / "tokenizer.json";
   const fs::path config_path = dir / "tokenizer_config.json";
-  if (!fs::exists(tokenizer_path))
-    fail("tokenizer directory {} has no tokenizer.json", dir.string());
-  const TokenizerJson tokenizer = read_tokenizer_json(tokenizer_path);
   const json config = fs::exists(config_path) ? read_json_file(config_path) : json::object();
+  if (!fs::exists(dir / "tokenizer.json") && !fs::exists(dir / "tiktoken.model")) {
+    fail("tokenizer directory {} has no tokenizer.json (nor a tiktoken.model)", dir.string());
+  }
   try {
-    return Tokenizer(build_state(tokenizer, config, dir));
+    return Tokenizer(read_state(dir, config));
   } catch (const json::exception& e) {
     fail("tokenizer in {} is malformed: {}", dir.string(), e.what());
   } catch (const Error& e) {

@@ -12,4 +12,9 @@ const tokenizer::Tokenizer& deepseek_v3_tokenizer() {
   return tokenizer;
 }
 
+const tokenizer::Tokenizer& kimi_tokenizer() {
+  static const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(kKimiTokenizerDir);
+  return tokenizer;
+}
+
 }  // namespace mlaserve::testing
