@@ -17,6 +17,7 @@
 #include "kernels/dnnl_matmul.h"
 #include "kernels/gemv.h"
 #include "kernels/parallel.h"
+#include "kernels/q4_decode.h"
 #include "kernels/q8_decode.h"
 #include "kernels/weight_buffer.h"
 
@@ -212,16 +213,29 @@ ColumnRun column_run(const Weight& w, int64_t k0, int64_t count) {
   return run;
 }
 
+// The decode table of a quantized weight: 8-bit codes' or 4-bit codes'.
+struct CodeTable {
+  const DecodeTable* bytes = nullptr;
+  const NibbleTable* nibbles = nullptr;
+};
+
+CodeTable code_table(const Weight& w) {
+  if (!w.quantized()) return {};
+  if (four_bit(w.type())) return {nullptr, &nibble_table(w.type())};
+  return {&decode_table(w.type()), nullptr};
+}
+
 // The run's columns of quantized row n (zero past the row): the codes decoded (exact in bf16),
 // widened and multiplied by their block's scale in f32, as dequantize_rows_f32 computes them;
 // lo holds the first 16, hi the rest.
 MLASERVE_AVX512 inline __attribute__((always_inline)) void dequantize_run(const Weight& w,
-                                                                          const DecodeTable& table,
+                                                                          const CodeTable& table,
                                                                           const ColumnRun& run,
                                                                           int64_t n, __m512& lo,
                                                                           __m512& hi) {
-  const uint8_t* codes = w.codes() + n * w.cols() + run.k0;
-  const __m512i v = decode_codes(load_codes(codes, run.count), table);
+  const uint8_t* row = w.codes() + n * w.code_row_bytes();
+  const __m512i v = table.nibbles ? decode_nibbles32(row + run.k0 / 2, run.count, *table.nibbles)
+                                  : decode_codes(load_codes(row + run.k0, run.count), *table.bytes);
   const float* scales = w.scales().row_scales(n) + run.block;
   __m512 scale_lo = _mm512_set1_ps(scales[0]), scale_hi = scale_lo;
   if (run.next) {
@@ -253,19 +267,21 @@ struct Ahead {
 MLASERVE_AVX512 inline void prefetch_ahead(const Weight& w, const Ahead& ahead, int64_t n,
                                            int64_t n_end, int64_t k0) {
   if (n + ahead.rows >= n_end) return;
-  const int64_t element = (n + ahead.rows) * w.cols() + k0 + ahead.cols;
-  _mm_prefetch(w.quantized() ? static_cast<const void*>(w.codes() + element)
-                             : static_cast<const void*>(w.b16() + element),
+  const int64_t row = n + ahead.rows, col = k0 + ahead.cols;
+  _mm_prefetch(w.quantized() ? static_cast<const void*>(w.codes() + row * w.code_row_bytes() +
+                                                        col * w.code_row_bytes() / w.cols())
+                             : static_cast<const void*>(w.b16() + row * w.cols() + col),
                _MM_HINT_T0);
 }
 
 // One f32 block of the packed layout: rows [n0, n0 + 64) of w (rows past n_end zero) from
-// column k0, bf16 rows widened or FP8/INT8 rows dequantized to f32.
+// column k0, bf16 rows widened or quantized rows dequantized to f32.
 MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, int64_t k0,
                                     const Ahead& ahead, float* block) {
   const int64_t k = w.cols();
-  const DecodeTable* table = w.quantized() ? &decode_table(w.type()) : nullptr;
-  const ColumnRun run = table ? column_run(w, k0, 16) : ColumnRun{};
+  const CodeTable table = code_table(w);
+  const bool quantized = w.quantized();
+  const ColumnRun run = quantized ? column_run(w, k0, 16) : ColumnRun{};
   for (int64_t group = 0; group < kPackedRows; group += 16) {
     __m512 v[16], unused;
     for (int r = 0; r < 16; ++r) {
@@ -273,8 +289,8 @@ MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, 
       prefetch_ahead(w, ahead, n, n_end, k0);
       if (n >= n_end) {
         v[r] = _mm512_setzero_ps();
-      } else if (table) {
-        dequantize_run(w, *table, run, n, v[r], unused);
+      } else if (quantized) {
+        dequantize_run(w, table, run, n, v[r], unused);
       } else {
         v[r] =
             bf16_to_f32x16(_mm256_maskz_loadu_epi16(first_lanes16(k - k0), w.b16() + n * k + k0));
@@ -284,11 +300,11 @@ MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, 
   }
 }
 
-// One bf16 block of the packed layout: rows [n0, n0 + 64) of an FP8/INT8 weight dequantized to
+// One bf16 block of the packed layout: rows [n0, n0 + 64) of a quantized weight dequantized to
 // bf16 (rounded once, as dequantize_rows_bf16), a word per pair of columns, from column k0.
 MLASERVE_AVX512_BF16 void pack_bf16_block(const Weight& w, int64_t n0, int64_t n_end, int64_t k0,
                                           const Ahead& ahead, float* block) {
-  const DecodeTable& table = decode_table(w.type());
+  const CodeTable table = code_table(w);
   const ColumnRun run = column_run(w, k0, 32);
   for (int64_t group = 0; group < kPackedRows; group += 16) {
     __m512 v[16];
@@ -377,7 +393,7 @@ void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::
   });
 }
 
-// The GEMM on weights not held in the matmul's type, one panel of rows at a time: FP8/INT8
+// The GEMM on weights not held in the matmul's type, one panel of rows at a time: quantized weights
 // dequantized (oneDNN 2.7 has no FP8 or weight-only int8 matmul) and BF16 on the F32Widened
 // path widened (oneDNN 2.6 has no f32 x bf16), each panel written straight into oneDNN's packed
 // layout so that the matmul reads it as it is (on plain row-major weights oneDNN copies each

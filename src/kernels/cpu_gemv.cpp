@@ -220,6 +220,10 @@ void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_
     gemv_q8_rows(job, xb, k_padded, first, last);
     return;
   }
+  if (four_bit(job.type)) {
+    gemv_q4_rows(job, xb, k_padded, first, last);
+    return;
+  }
   if (job.packed != nullptr) {
     gemv_packed_rows(job, xb, k_padded, first, last);
     return;
@@ -272,6 +276,9 @@ int64_t row_bytes(const GemvJob& job) {
     case WeightType::FP8:
     case WeightType::INT8:
       break;
+    case WeightType::INT4:
+    case WeightType::MXFP4:
+      return job.k / 2;
   }
   return job.k;
 }

@@ -249,6 +249,7 @@ void for_each_segment(const Weight& w, int64_t first, int64_t last, T* out, Segm
 }  // namespace
 
 void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out) {
+  if (four_bit(w.type())) return dequantize_q4_rows_bf16(w, first, last, out);
   const DecodeTable& table = decode_table(w.type());
   for_each_segment(w, first, last, out,
                    [&table](const uint8_t* codes, int64_t count, float scale, bf16* o) {
@@ -257,6 +258,7 @@ void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* ou
 }
 
 void dequantize_rows_f32(const Weight& w, int64_t first, int64_t last, float* out) {
+  if (four_bit(w.type())) return dequantize_q4_rows_f32(w, first, last, out);
   std::array<float, 256> values;
   for (int code = 0; code < 256; ++code)
     values[static_cast<size_t>(code)] = code_value(w.type(), static_cast<uint8_t>(code));

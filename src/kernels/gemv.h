@@ -11,7 +11,7 @@
 namespace mlaserve::kernels {
 
 // One product of a batch: W is float (F32), bf16 (BF16: x rounded to bf16 once, then vdpbf16ps
-// accumulates in fp32) or FP8/INT8 codes with their scales (x rounded to bf16 as for BF16).
+// accumulates in fp32) or quantized codes with their scales (x rounded to bf16 as for BF16).
 struct GemvJob {
   const float* x;
   int64_t m;
@@ -19,7 +19,7 @@ struct GemvJob {
   WeightType type;
   int64_t n, k;
   float* y;
-  const BlockScales* scales = nullptr;  // FP8/INT8 only
+  const BlockScales* scales = nullptr;  // quantized types only
   // A BF16 weight's packed copy (dnnl_packed_bf16): when set, the job runs on it, by panels of
   // packed_panel_rows() weight rows (gemv_packed_rows), instead of on w.
   const bf16* packed = nullptr;
@@ -40,6 +40,11 @@ void gemv_avx2_rows(const GemvJob& job, int64_t first, int64_t last);
 void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                   int64_t last);
 
+// The same for an INT4/MXFP4 job (4-bit codes, a scale per group of 32 columns or a multiple
+// of 64, groups starting at column 0).
+void gemv_q4_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
+                  int64_t last);
+
 // Weight rows [first, last) (whole panels but the weight's last) of a job with a packed copy,
 // x already rounded to bf16 (rows k_padded apart, zero past k). Needs cpu_has_avx512_bf16().
 // Used by gemv_batch.
@@ -52,6 +57,9 @@ int64_t packed_panel_rows();
 // bf16 in the bf16 form), w.cols() apart in out. The bf16 form needs cpu_has_avx512_bf16().
 void dequantize_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out);
 void dequantize_rows_f32(const Weight& w, int64_t first, int64_t last, float* out);
+// Their 4-bit forms (INT4/MXFP4), which those two call.
+void dequantize_q4_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out);
+void dequantize_q4_rows_f32(const Weight& w, int64_t first, int64_t last, float* out);
 
 // The calling thread's scratch for x rounded to bf16 (gemv_batch, the oneDNN bf16 GEMM): its
 // first `values` elements, grown when too small and kept across calls.

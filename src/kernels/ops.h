@@ -15,13 +15,32 @@
 
 namespace mlaserve::kernels {
 
-// F32 and BF16 hold the values themselves. FP8 and INT8 hold one code byte per value and a
-// float32 scale per block of values (Weight::at() is code value × scale):
+// F32 and BF16 hold the values themselves. The quantized types hold a code per value and a
+// float32 scale per block of values (Weight::at() is code value × scale). 8-bit codes, one
+// byte per value:
 //  - FP8: e4m3fn codes (core/numeric.h) with the 128×128 block scales of DeepSeek-V3
 //    checkpoints;
 //  - INT8: symmetric per-output-row int8 in [-127, 127], stored sign-magnitude (bit 7 the sign,
 //    bits 0-6 |q|) so that both decode as sign | table[code & 0x7f] in the same kernels.
-enum class WeightType { F32, BF16, FP8, INT8 };
+// 4-bit codes, two per byte (the even column in the low nibble), a scale per group of
+// col_block (32, 64 or 128) columns of a row:
+//  - INT4: symmetric int4 in [-8, 7] stored offset by 8 (nibble q + 8), as compressed-tensors'
+//    pack-quantized checkpoints (Kimi-K2) store them;
+//  - MXFP4: OCP e2m1 (sign, 2 exponent bits, 1 mantissa bit: ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}) with
+//    a power-of-two scale per 32 values, as DeepSeek-V4 ships its experts.
+enum class WeightType { F32, BF16, FP8, INT8, INT4, MXFP4 };
+
+// Whether a weight type holds two 4-bit codes per byte (INT4, MXFP4).
+constexpr bool four_bit(WeightType type) {
+  return type == WeightType::INT4 || type == WeightType::MXFP4;
+}
+// Code c of a row of 4-bit codes.
+inline uint8_t nibble(const uint8_t* row, int64_t c) {
+  return static_cast<uint8_t>(row[c / 2] >> (4 * (c % 2)) & 0xf);
+}
+constexpr bool quantized_type(WeightType type) {
+  return type != WeightType::F32 && type != WeightType::BF16;
+}
 
 const char* weight_type_name(WeightType type);
 
@@ -30,7 +49,7 @@ const char* weight_type_name(WeightType type);
 // [0, col_block - col_phase) and the others follow every col_block columns. Rows map to block
 // rows through row_block (fused weights stack tensors whose blocks restart at each one).
 struct BlockScales {
-  int64_t col_block = 0;           // 128 for FP8, the row length for INT8
+  int64_t col_block = 0;           // 128 for FP8, the row length for INT8, the group for 4-bit
   int64_t col_phase = 0;           // in [0, col_block)
   int64_t col_blocks = 0;          // blocks per row: ceil((cols + col_phase) / col_block)
   std::vector<float> scales;       // [block rows, col_blocks]
@@ -46,7 +65,8 @@ struct BlockScales {
   }
 };
 
-// The value of an 8-bit code without its scale (sign-magnitude decode per WeightType).
+// The value of a code without its scale: an 8-bit code's sign-magnitude decode, a 4-bit
+// code's (0-15) value.
 float code_value(WeightType type, uint8_t code);
 
 // A linear layer's weight W[rows, cols] (rows = outputs N, cols = inputs K), row-major as in
@@ -61,7 +81,7 @@ class Weight {
   Weight(WeightType type, int64_t rows, int64_t cols, WeightType activations = WeightType::BF16);
 
   WeightType type() const { return type_; }
-  bool quantized() const { return type_ == WeightType::FP8 || type_ == WeightType::INT8; }
+  bool quantized() const { return quantized_type(type_); }
   // The precision products are formed in: x rounded to bf16 (BF16) or exact (F32). A F32/BF16
   // weight's own type; an FP8/INT8 weight's `activations`.
   WeightType activations() const { return activations_; }
@@ -76,6 +96,8 @@ class Weight {
   const bf16* b16() const { return b16_.data(); }
   uint8_t* codes() { return codes_.data(); }
   const uint8_t* codes() const { return codes_.data(); }
+  // Bytes of codes per row: cols for 8-bit types, cols / 2 for 4-bit ones.
+  int64_t code_row_bytes() const { return four_bit(type_) ? cols_ / 2 : cols_; }
   BlockScales& scales() { return scales_; }
   const BlockScales& scales() const { return scales_; }
 

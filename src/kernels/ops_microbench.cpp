@@ -60,9 +60,10 @@ AlignedFloats aligned_values(size_t count, uint32_t seed) {
   return buffer;
 }
 
-// FP8 in 128x128 blocks, INT8 one scale per row; codes cycle through every finite value.
+// FP8 in 128x128 blocks, INT8 one scale per row, INT4/MXFP4 one per 32 columns; codes cycle
+// through every finite value.
 void fill_quantized(Weight& w, uint32_t seed) {
-  const auto count = static_cast<size_t>(w.rows() * w.cols());
+  const auto count = static_cast<size_t>(w.rows() * w.code_row_bytes());
   uint32_t state = seed * 2654435761u + 1u;
   for (size_t i = 0; i < count; ++i) {
     state = state * 1664525u + 1013904223u;
@@ -71,7 +72,7 @@ void fill_quantized(Weight& w, uint32_t seed) {
   }
   BlockScales& s = w.scales();
   const bool fp8 = w.type() == WeightType::FP8;
-  s.col_block = fp8 ? 128 : w.cols();
+  s.col_block = fp8 ? 128 : four_bit(w.type()) ? 32 : w.cols();
   s.col_blocks = (w.cols() + s.col_block - 1) / s.col_block;
   for (int64_t r = 0; r < w.rows(); ++r)
     s.row_block[static_cast<size_t>(r)] = static_cast<int32_t>(fp8 ? r / 128 : r);
@@ -285,6 +286,8 @@ BENCHMARK(BM_MatmulDecode<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::F32>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::FP8>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::INT8>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecode<WeightType::INT4>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecode<WeightType::MXFP4>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutBf16<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::BF16>)->Apply(decode_shapes);
 // The bench model's expert gate_up (2·512 × 1024) and down (1024 × 512), 8 per token (6
@@ -311,6 +314,7 @@ BENCHMARK(BM_MatmulPrefillWidened<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefillWidened<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::INT4>)->Apply(prefill_shapes);
 
 // ---- attention --------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-// FP8 and INT8 weights: the in-register decode against core/numeric.h on every code, and
+// Quantized weights (FP8, INT8, INT4, MXFP4): the in-register decode against core/numeric.h /
+// code_value on every code, and
 // matmul's fast paths (GEMV for few rows, dequantized panels for many) against the scalar
 // reference on random codes and scales, over shapes where a shard starts inside a 128-block
 // (col_phase), fused weights restart their block rows, and rows and columns end mid-block.
@@ -12,6 +13,7 @@
 #include "kernels/deterministic_test_util.h"
 #include "kernels/kernel_mode_test_util.h"
 #include "kernels/ops.h"
+#include "kernels/q4_decode.h"
 #include "kernels/q8_decode.h"
 #include "kernels/reference.h"
 
@@ -80,12 +82,48 @@ TEST(Quantized, EveryCodeDecodesExactly) {
   }
 }
 
+MLASERVE_AVX512 std::vector<bf16> decode_nibbles(const uint8_t* bytes, int64_t count,
+                                                 WeightType type) {
+  std::vector<bf16> lanes(32);
+  _mm512_storeu_si512(lanes.data(), decode_nibbles32(bytes, count, nibble_table(type)));
+  return lanes;
+}
+
+// Every 4-bit code decodes to its value: 0-7 INT4 -8..-1, e2m1 ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+TEST(Quantized, EveryFourBitCodeDecodesExactly) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "the decode kernel needs AVX-512 (F, BW)";
+  const float mxfp4[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                           -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  // Bytes holding codes 0-15 twice (even column in the low nibble), decoded 30 at a time so
+  // that the masked tail is exercised: lanes 30 and 31 must be +0.
+  uint8_t bytes[16];
+  for (int i = 0; i < 16; ++i)
+    bytes[i] = static_cast<uint8_t>((2 * i) % 16 | ((2 * i + 1) % 16) << 4);
+  for (WeightType type : {WeightType::INT4, WeightType::MXFP4}) {
+    const std::vector<bf16> lanes = decode_nibbles(bytes, 30, type);
+    for (int c = 0; c < 32; ++c) {
+      SCOPED_TRACE(testing::Message() << weight_type_name(type) << " column " << c);
+      const float value = bf16_to_f32(lanes[static_cast<size_t>(c)]);
+      if (c >= 30) {
+        EXPECT_EQ(lanes[static_cast<size_t>(c)], 0);
+        continue;
+      }
+      const float expected =
+          type == WeightType::INT4 ? static_cast<float>(c % 16 - 8) : mxfp4[c % 16];
+      EXPECT_EQ(value, expected);
+      EXPECT_EQ(std::signbit(value), std::signbit(expected));
+      EXPECT_EQ(code_value(type, static_cast<uint8_t>(c % 16)), expected);
+    }
+  }
+}
+
 // How a random quantized weight's scales are laid out.
 struct QuantizedCase {
   WeightType type;
   int64_t m, n, k;
   int64_t col_phase;  // FP8: where the shard starts inside its first 128-block
   int64_t fused_at;   // FP8: row where a second tensor's block rows start (0: none)
+  int64_t group = 0;  // INT4/MXFP4: columns per scale
 };
 
 Weight random_quantized(const QuantizedCase& c, WeightType activations, uint32_t seed) {
@@ -93,18 +131,18 @@ Weight random_quantized(const QuantizedCase& c, WeightType activations, uint32_t
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> code(0, 255);
   std::uniform_real_distribution<float> scale(0.25f, 2.0f);
-  for (int64_t i = 0; i < c.n * c.k; ++i) {
+  for (int64_t i = 0; i < c.n * w.code_row_bytes(); ++i) {
     auto v = static_cast<uint8_t>(code(rng));
-    if ((v & 0x7f) == 0x7f) v ^= 1;  // 0x7f / 0xff are NaN in e4m3 (and unused in int8)
+    if ((v & 0x7f) == 0x7f && !four_bit(c.type)) v ^= 1;  // NaN in e4m3 (and unused in int8)
     w.codes()[i] = v;
   }
   BlockScales& s = w.scales();
-  s.col_block = c.type == WeightType::FP8 ? 128 : c.k;
+  s.col_block = c.type == WeightType::FP8 ? 128 : four_bit(c.type) ? c.group : c.k;
   s.col_phase = c.col_phase;
   s.col_blocks = (c.k + c.col_phase + s.col_block - 1) / s.col_block;
   int32_t block_rows = 0;
   for (int64_t r = 0; r < c.n; ++r) {
-    if (c.type == WeightType::INT8) {
+    if (c.type != WeightType::FP8) {
       s.row_block[static_cast<size_t>(r)] = static_cast<int32_t>(r);
     } else {
       const int64_t local = r < c.fused_at || c.fused_at == 0 ? r : r - c.fused_at;
@@ -115,6 +153,8 @@ Weight random_quantized(const QuantizedCase& c, WeightType activations, uint32_t
   }
   s.scales.resize(static_cast<size_t>(block_rows * s.col_blocks));
   for (float& v : s.scales) v = scale(rng) / (c.type == WeightType::FP8 ? 64.0f : 32.0f);
+  if (c.type == WeightType::MXFP4)  // power-of-two scales, as e8m0 holds them
+    for (float& v : s.scales) v = std::exp2(std::round(std::log2(v)));
   return w;
 }
 
@@ -141,14 +181,35 @@ double relative_error(const std::vector<float>& actual, const std::vector<float>
 // ends off the 32-lane chunks; fused block rows; n with row tails; a weight of several panels
 // (8 MB each in the GEMM's type) whose last one ends inside a 64-row block, k odd.
 const QuantizedCase kCases[] = {
-    {WeightType::FP8, 1, 37, 100, 0, 0},      {WeightType::FP8, 1, 256, 1024, 0, 0},
-    {WeightType::FP8, 2, 160, 256, 0, 128},   {WeightType::FP8, 3, 64, 200, 37, 0},
-    {WeightType::FP8, 5, 130, 300, 100, 64},  {WeightType::FP8, 8, 9, 129, 127, 0},
-    {WeightType::FP8, 9, 37, 100, 16, 20},    {WeightType::FP8, 20, 43, 260, 3, 0},
-    {WeightType::FP8, 33, 130, 300, 100, 64}, {WeightType::FP8, 128, 96, 1024, 0, 0},
-    {WeightType::FP8, 40, 4100, 1031, 5, 0},  {WeightType::INT8, 1, 37, 100, 0, 0},
-    {WeightType::INT8, 2, 256, 1024, 0, 0},   {WeightType::INT8, 7, 13, 33, 0, 0},
-    {WeightType::INT8, 33, 130, 47, 0, 0},    {WeightType::INT8, 64, 1, 17, 0, 0}};
+    {WeightType::FP8, 1, 37, 100, 0, 0},
+    {WeightType::FP8, 1, 256, 1024, 0, 0},
+    {WeightType::FP8, 2, 160, 256, 0, 128},
+    {WeightType::FP8, 3, 64, 200, 37, 0},
+    {WeightType::FP8, 5, 130, 300, 100, 64},
+    {WeightType::FP8, 8, 9, 129, 127, 0},
+    {WeightType::FP8, 9, 37, 100, 16, 20},
+    {WeightType::FP8, 20, 43, 260, 3, 0},
+    {WeightType::FP8, 33, 130, 300, 100, 64},
+    {WeightType::FP8, 128, 96, 1024, 0, 0},
+    {WeightType::FP8, 40, 4100, 1031, 5, 0},
+    {WeightType::INT8, 1, 37, 100, 0, 0},
+    {WeightType::INT8, 2, 256, 1024, 0, 0},
+    {WeightType::INT8, 7, 13, 33, 0, 0},
+    {WeightType::INT8, 33, 130, 47, 0, 0},
+    {WeightType::INT8, 64, 1, 17, 0, 0},
+    // 4-bit: group 32 with k ending mid-chunk (k % 64 == 32) and mid-group (k = 100), groups of
+    // 64 and 128; m over every GEMV tile shape and the panels.
+    {WeightType::INT4, 1, 37, 1024, 0, 0, 32},
+    {WeightType::INT4, 1, 256, 96, 0, 0, 32},
+    {WeightType::INT4, 2, 21, 100, 0, 0, 32},
+    {WeightType::INT4, 3, 64, 512, 0, 0, 128},
+    {WeightType::INT4, 5, 130, 320, 0, 0, 64},
+    {WeightType::INT4, 9, 9, 160, 0, 0, 32},
+    {WeightType::INT4, 33, 130, 384, 0, 0, 128},
+    {WeightType::INT4, 40, 4100, 1030, 0, 0, 32},
+    {WeightType::MXFP4, 1, 40, 2048, 0, 0, 32},
+    {WeightType::MXFP4, 4, 19, 224, 0, 0, 32},
+    {WeightType::MXFP4, 64, 70, 96, 0, 0, 32}};
 
 // bf16 activations: the GEMV forms exact products (the decoded code times bf16 x), the GEMM
 // multiplies bf16(code × scale), a rounding of 2^-9 relative per weight.
@@ -210,21 +271,22 @@ TEST(Quantized, F32PanelsHoldExactWeights) {
 TEST(Quantized, DeterministicRowsEqualTheirProductAlone) {
   const DeterministicKernels deterministic;
   for (WeightType activations : {WeightType::BF16, WeightType::F32}) {
-    for (WeightType type : {WeightType::FP8, WeightType::INT8}) {
+    for (WeightType type : {WeightType::FP8, WeightType::INT8, WeightType::INT4}) {
       SCOPED_TRACE(testing::Message()
                    << weight_type_name(type) << " act " << weight_type_name(activations));
-      const QuantizedCase c{type, 64, 130, 300, 100, 64};
+      const QuantizedCase c = type == WeightType::INT4 ? QuantizedCase{type, 64, 130, 320, 0, 0, 32}
+                                                       : QuantizedCase{type, 64, 130, 300, 100, 64};
       const Weight w = random_quantized(c, activations, 6);
       expect_rows_equal_alone(w, random_x(c.m * c.k, 10, activations == WeightType::BF16));
     }
   }
 }
 
-// One batch of FP8, INT8 and BF16 jobs: each comes out as its own matmul would.
+// One batch of FP8, INT8, INT4, MXFP4 and BF16 jobs: each comes out as its own matmul would.
 TEST(Quantized, BatchMixesTypes) {
   SKIP_WITHOUT_AVX512_BF16();
   std::vector<Weight> weights;
-  for (size_t i : {0, 1, 2, 3, 4, 5, 12}) {
+  for (size_t i : {0, 1, 2, 3, 4, 5, 12, 16, 19, 24}) {
     weights.push_back(random_quantized(kCases[i], WeightType::BF16, 20 + static_cast<uint32_t>(i)));
   }
   Weight b16(WeightType::BF16, 64, 1024);

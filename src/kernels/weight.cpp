@@ -28,12 +28,22 @@ const char* weight_type_name(WeightType type) {
       return "fp8_e4m3";
     case WeightType::INT8:
       return "int8";
+    case WeightType::INT4:
+      return "int4";
+    case WeightType::MXFP4:
+      return "mxfp4";
   }
   return "?";
 }
 
 float code_value(WeightType type, uint8_t code) {
   if (type == WeightType::FP8) return fp8_e4m3_to_f32(code);
+  if (type == WeightType::INT4) return static_cast<float>((code & 0xf) - 8);
+  if (type == WeightType::MXFP4) {
+    // e2m1: exponent 0 is subnormal (0 or 0.5), else 2^(e-1) * (1 + m/2).
+    constexpr float kMagnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    return (code & 0x8) ? -kMagnitudes[code & 0x7] : kMagnitudes[code & 0x7];
+  }
   const auto magnitude = static_cast<float>(code & 0x7f);
   return (code & 0x80) ? -magnitude : magnitude;
 }
@@ -59,6 +69,12 @@ Weight::Weight(WeightType type, int64_t rows, int64_t cols, WeightType activatio
       zero_on_threads(codes_, count);
       scales_.row_block.resize(static_cast<size_t>(rows));
       break;
+    case WeightType::INT4:
+    case WeightType::MXFP4:
+      if (cols % 2 != 0) fail("a 4-bit weight needs an even row length, got [{}, {}]", rows, cols);
+      zero_on_threads(codes_, count / 2);
+      scales_.row_block.resize(static_cast<size_t>(rows));
+      break;
   }
 }
 
@@ -82,10 +98,14 @@ float Weight::at(int64_t r, int64_t c) const {
       return bf16_to_f32(b16_[i]);
     case WeightType::FP8:
     case WeightType::INT8:
+    case WeightType::INT4:
+    case WeightType::MXFP4:
       break;
   }
   const int64_t block = (c + scales_.col_phase) / scales_.col_block;
-  return code_value(type_, codes_[i]) * scales_.row_scales(r)[block];
+  const uint8_t code =
+      four_bit(type_) ? nibble(codes_.data() + r * code_row_bytes(), c) : codes_[i];
+  return code_value(type_, code) * scales_.row_scales(r)[block];
 }
 
 }  // namespace mlaserve::kernels
