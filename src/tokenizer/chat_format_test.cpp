@@ -1,5 +1,6 @@
-// The chat formats of DeepSeek-V3.1 and V3.2: V3.1's Jinja template with chat_template_kwargs
-// against Python jinja2's renderings (tests/data/chat-v31), and the built-in V3.2 encoder against
+// The chat formats of DeepSeek-V3.1, Kimi-K2 and V3.2: V3.1's Jinja template with
+// chat_template_kwargs and Kimi-K2's templates against Python jinja2's renderings
+// (tests/data/chat-v31, tests/data/chat-kimi), and the built-in V3.2 encoder against
 // DeepSeek's own test vector and cases encoded by DeepSeek's encoder (tests/data/chat-v32).
 #include <gmock/gmock.h>
 
@@ -19,6 +20,7 @@ using testing::read_text;
 
 constexpr const char* kV31Dir = "tests/data/chat-v31";
 constexpr const char* kV32Dir = "tests/data/chat-v32";
+constexpr const char* kKimiDir = "tests/data/chat-kimi";
 
 nlohmann::ordered_json read_ordered(const std::string& path) {
   return nlohmann::ordered_json::parse(read_text(path));
@@ -40,31 +42,54 @@ std::vector<nlohmann::ordered_json> cases_of(const std::string& path) {
   return {file.at("cases").begin(), file.at("cases").end()};
 }
 
+// One case of a folder's renderings.json (render_reference.py): the conversation it names from
+// the folder's conversations.json, rendered with `tokenizer`'s chat format and the case's kwargs.
+std::string render_golden_case(const Tokenizer& tokenizer, const std::string& dir,
+                               const nlohmann::ordered_json& golden) {
+  const nlohmann::ordered_json conversations = read_ordered(dir + "/conversations.json");
+  for (const auto& conversation : conversations.at("conversations")) {
+    if (conversation.at("id") != golden.at("conversation")) continue;
+    ChatInput input;
+    input.messages = conversation.at("messages");
+    input.tools = conversation.value("tools", nlohmann::ordered_json());
+    input.kwargs = golden.at("chat_template_kwargs");
+    return tokenizer.render_chat(input);
+  }
+  fail("{} has no conversation {}", dir, golden.at("conversation").dump());
+}
+
+std::string golden_case_name(const ::testing::TestParamInfo<nlohmann::ordered_json>& info) {
+  return info.param.at("id").get<std::string>();
+}
+
 // --- DeepSeek-V3.1 ---
 
 class V31Rendering : public ::testing::TestWithParam<nlohmann::ordered_json> {};
 
 TEST_P(V31Rendering, EqualsJinja2) {
-  const nlohmann::ordered_json& golden = GetParam();
-  const nlohmann::ordered_json conversations =
-      read_ordered(std::string(kV31Dir) + "/conversations.json");
-  const nlohmann::ordered_json* conversation = nullptr;
-  for (const auto& c : conversations.at("conversations")) {
-    if (c.at("id") == golden.at("conversation")) conversation = &c;
-  }
-  ASSERT_NE(conversation, nullptr);
-  ChatInput input;
-  input.messages = conversation->at("messages");
-  input.tools = conversation->value("tools", nlohmann::ordered_json());
-  input.kwargs = golden.at("chat_template_kwargs");
-  EXPECT_EQ(v31_tokenizer().render_chat(input), golden.at("rendered").get<std::string>());
+  EXPECT_EQ(render_golden_case(v31_tokenizer(), kV31Dir, GetParam()),
+            GetParam().at("rendered").get<std::string>());
 }
 
 INSTANTIATE_TEST_SUITE_P(DeepSeekV31, V31Rendering,
                          ::testing::ValuesIn(cases_of(std::string(kV31Dir) + "/renderings.json")),
-                         [](const auto& info) {
-                           return info.param.at("id").template get<std::string>();
-                         });
+                         golden_case_name);
+
+// --- Kimi-K2 (Instruct's and Thinking's templates on the Kimi test tokenizer) ---
+
+class KimiRendering : public ::testing::TestWithParam<nlohmann::ordered_json> {};
+
+TEST_P(KimiRendering, EqualsJinja2) {
+  const std::string template_file = GetParam().at("template").get<std::string>();
+  const Tokenizer tokenizer = testing::kimi_tokenizer().with_chat_template(
+      read_text(std::string(kKimiDir) + "/" + template_file));
+  EXPECT_EQ(render_golden_case(tokenizer, kKimiDir, GetParam()),
+            GetParam().at("rendered").get<std::string>());
+}
+
+INSTANTIATE_TEST_SUITE_P(KimiK2, KimiRendering,
+                         ::testing::ValuesIn(cases_of(std::string(kKimiDir) + "/renderings.json")),
+                         golden_case_name);
 
 TEST(V31Template, ThinkingSwitchEndsThePrompt) {
   ChatInput input;

@@ -153,6 +153,31 @@ TEST(ChatTemplate, GlobalFunctions) {
   EXPECT_NE(error.find("Roles must alternate"), std::string::npos) << error;
 }
 
+// Expected values are Python jinja2 3.1.6's renderings of the same sources.
+TEST(ChatTemplate, Macros) {
+  EXPECT_EQ(render("{% macro m(a, b='B', c=none) %}[{{ a }}{{ b }}{{ c }}]{% endmacro %}"
+                   "{{ m(1) }}{{ m(1, 2) }}{{ m(1, c=3) }}"),
+            "[1BNone][12None][1B3]");
+  // The body sees the template's top-level variables, not the caller's loop variables.
+  EXPECT_EQ(render("{% set top = 'T' %}{% macro m() %}{{ top }}{{ local is defined }}"
+                   "{% endmacro %}{% for local in [1] %}{{ m() }}{% endfor %}"),
+            "TFalse");
+  EXPECT_EQ(render("{% macro m() %}{% for i in [1, 2] %}{{ i }}{% break %}{% endfor %}"
+                   "{% endmacro %}{{ m() }}{{ m() | length }}"),
+            "11");
+  EXPECT_NE(render_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}")
+                .find("macro 'm' takes not more than 1 argument(s)"),
+            std::string::npos);
+  EXPECT_NE(render_error("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nest deeper"),
+            std::string::npos);
+}
+
+// dict.get with a key too long for the small-string buffer (it once read a destroyed argument).
+TEST(ChatTemplate, DictGetWithALongKey) {
+  EXPECT_EQ(render("{{ {'reasoning_content_is_long': 'R'}.get('reasoning_content_is_long', '') }}"),
+            "R");
+}
+
 TEST(ChatTemplate, DeepSeekStyleToolCallQuirk) {
   // The shape of the V3 template's tool-call branch: content is none, iterate the tool calls.
   EXPECT_EQ(
@@ -163,9 +188,8 @@ TEST(ChatTemplate, DeepSeekStyleToolCallQuirk) {
 }
 
 TEST(ChatTemplate, UnsupportedConstructsAreNamed) {
-  EXPECT_NE(
-      render_error("{% macro f() %}{% endmacro %}").find("unsupported statement '{% macro %}'"),
-      std::string::npos);
+  EXPECT_NE(render_error("{% call f() %}{% endcall %}").find("unsupported statement '{% call %}'"),
+            std::string::npos);
   EXPECT_NE(render_error("{% raw %}x{% endraw %}").find("'{% raw %}'"), std::string::npos);
   EXPECT_NE(render_error("{{ x | wordwrap }}").find("unsupported filter 'wordwrap'"),
             std::string::npos);

@@ -113,6 +113,13 @@ struct SetStatement {
 struct LoopControl {
   bool is_break;  // else continue
 };
+// {% macro name(a, b=default) %}body{% endmacro %}: a call renders the body with the
+// parameters bound, and its value is that text.
+struct MacroStatement {
+  std::string name;
+  std::vector<std::pair<std::string, ExprPtr>> parameters;  // default null: none
+  Body body;
+};
 
 struct Statement {
   // Built from the alternative itself rather than from a variant, which also keeps GCC 12 from
@@ -120,7 +127,8 @@ struct Statement {
   template <typename Node>
   Statement(Node statement, int line_number) : node(std::move(statement)), line(line_number) {}
 
-  std::variant<TextStatement, OutputStatement, IfStatement, ForStatement, SetStatement, LoopControl>
+  std::variant<TextStatement, OutputStatement, IfStatement, ForStatement, SetStatement, LoopControl,
+               MacroStatement>
       node;
   int line;
 };

@@ -202,7 +202,8 @@ Value dict_method(const Dict& dict, std::string_view name, const CallArgs& args,
     return out;
   }
   if (name == "get") {
-    const std::string& key = string_argument(args.get(0, "key", {}), "get key", line);
+    // A copy: args.get returns a temporary, which a reference into would outlive.
+    const std::string key = string_argument(args.get(0, "key", {}), "get key", line);
     const Value* found = find_entry(dict, key);
     return found != nullptr ? *found : args.get(1, "default", nullptr);
   }

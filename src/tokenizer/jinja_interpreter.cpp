@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "tokenizer/jinja_builtins.h"
 #include "tokenizer/jinja_strings.h"
@@ -16,6 +17,7 @@ namespace {
 constexpr size_t kMaxRenderedBytes = 32 << 20;  // the output, and any one string built
 constexpr size_t kMaxListItems = 1 << 20;       // any one list built
 constexpr int64_t kMaxSteps = 1'000'000;        // expressions evaluated and loop iterations
+constexpr int kMaxMacroDepth = 64;              // a macro calling itself must stop
 
 // Python's ints do not overflow; int64 ones would (undefined behaviour), so they are refused.
 [[noreturn]] void fail_overflow(std::string_view op, int64_t a, int64_t b, int line) {
@@ -261,6 +263,60 @@ class Renderer {
     return control.is_break ? Flow::kBreak : Flow::kContinue;
   }
 
+  // Defining a macro makes it callable by name from then on (it is kept by the template).
+  Flow execute(const MacroStatement& macro, int, std::string&) {
+    for (auto& [name, defined] : macros_) {
+      if (name == macro.name) {
+        defined = &macro;
+        return Flow::kNormal;
+      }
+    }
+    macros_.emplace_back(macro.name, &macro);
+    return Flow::kNormal;
+  }
+
+  const MacroStatement* find_macro(const std::string& name) const {
+    for (const auto& [defined_name, macro] : macros_) {
+      if (defined_name == name) return macro;
+    }
+    return nullptr;
+  }
+
+  // A macro's body sees its parameters, the template's top-level variables and the globals,
+  // not the caller's local variables (Jinja2's scoping); a missing argument takes the default,
+  // else is undefined.
+  Value call_macro(const MacroStatement& macro, const CallArgs& args, int line) {
+    if (args.positional.size() > macro.parameters.size()) {
+      fail_at(line, "macro '{}' takes not more than {} argument(s)", macro.name,
+              macro.parameters.size());
+    }
+    if (++macro_depth_ > kMaxMacroDepth)
+      fail_at(line, "macros nest deeper than {} calls", kMaxMacroDepth);
+    Dict bound;
+    for (size_t i = 0; i < macro.parameters.size(); ++i) {
+      const auto& [name, default_value] = macro.parameters[i];
+      if (i < args.positional.size()) {
+        bound.emplace_back(name, args.positional[i]);
+      } else if (const Value* keyword = find_entry(args.keyword, name)) {
+        bound.emplace_back(name, *keyword);
+      } else {
+        bound.emplace_back(name, default_value ? evaluate(*default_value) : Value(Undefined{name}));
+      }
+    }
+    for (const auto& [name, value] : args.keyword) {
+      if (!find_entry(bound, name))
+        fail_at(line, "macro '{}' has no parameter '{}'", macro.name, name);
+    }
+    std::vector<Dict> caller_scopes = std::exchange(scopes_, {scopes_.front(), std::move(bound)});
+    const int caller_loop_depth = std::exchange(loop_depth_, 0);
+    std::string out;
+    execute(macro.body, out);
+    scopes_ = std::move(caller_scopes);
+    loop_depth_ = caller_loop_depth;
+    --macro_depth_;
+    return out;
+  }
+
   static Value loop_variable(const List& items, size_t i) {
     const auto index = static_cast<int64_t>(i);
     const auto length = static_cast<int64_t>(items.size());
@@ -391,6 +447,9 @@ class Renderer {
 
   Value eval(const Call& call, int line) {
     if (const auto* name = std::get_if<Name>(&call.callee->node)) {
+      if (const MacroStatement* macro = find_macro(name->name)) {
+        return call_macro(*macro, evaluate_arguments(call.arguments), line);
+      }
       return call_function(name->name, evaluate_arguments(call.arguments), line);
     }
     if (const auto* method = std::get_if<Attribute>(&call.callee->node)) {
@@ -454,7 +513,9 @@ class Renderer {
   const Dict& globals_;
   std::vector<Dict> scopes_;  // innermost last
   int loop_depth_ = 0;
-  int64_t steps_ = 0;  // charge()
+  int64_t steps_ = 0;                                                  // charge()
+  std::vector<std::pair<std::string, const MacroStatement*>> macros_;  // defined so far
+  int macro_depth_ = 0;
 };
 
 }  // namespace

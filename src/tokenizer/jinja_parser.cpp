@@ -156,6 +156,7 @@ class Parser {
     if (word == "if") return parse_if(keyword.line);
     if (word == "for") return parse_for(keyword.line);
     if (word == "set") return parse_set(keyword.line);
+    if (word == "macro") return parse_macro(keyword.line);
     if (word == "break" || word == "continue") {
       expect_kind(TokenKind::kBlockEnd, "'%}'");
       return {LoopControl{word == "break"}, keyword.line};
@@ -203,6 +204,25 @@ class Parser {
       expect_kind(TokenKind::kBlockEnd, "'%}'");
       statement.otherwise = parse_body({"endfor"}, terminator);
     }
+    expect_kind(TokenKind::kBlockEnd, "'%}'");
+    return {std::move(statement), line};
+  }
+
+  Statement parse_macro(int line) {
+    const Nesting nesting(*this);
+    deepen(line);
+    MacroStatement statement;
+    statement.name = expect_identifier();
+    expect_operator("(");
+    while (!skip_operator(")")) {
+      std::string parameter = expect_identifier();
+      ExprPtr default_value = skip_operator("=") ? parse_expression() : nullptr;
+      statement.parameters.emplace_back(std::move(parameter), std::move(default_value));
+      if (!at_operator(")")) expect_operator(",");
+    }
+    expect_kind(TokenKind::kBlockEnd, "'%}'");
+    std::string terminator;
+    statement.body = parse_body({"endmacro"}, terminator);
     expect_kind(TokenKind::kBlockEnd, "'%}'");
     return {std::move(statement), line};
   }

@@ -172,14 +172,14 @@ TEST(TokenizerErrors, ChatTemplateMissingOrUnsupported) {
   EXPECT_THROW(without.apply_chat_template(json::array(), true), Error);
   // A template outside the subset does not stop encoding; using it names the construct.
   const Tokenizer unsupported =
-      dir.load(tiny_tokenizer_json(), {{"chat_template", "{% macro m() %}{% endmacro %}"}});
+      dir.load(tiny_tokenizer_json(), {{"chat_template", "{% call m() %}{% endcall %}"}});
   EXPECT_EQ(unsupported.encode("ab", false), std::vector<int32_t>{256});
   EXPECT_TRUE(unsupported.has_chat_template());
   try {
     unsupported.apply_chat_template(json::array(), true);
     FAIL() << "rendered an unsupported template";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("unsupported statement '{% macro %}'"));
+    EXPECT_THAT(e.what(), HasSubstr("unsupported statement '{% call %}'"));
   }
 }
 
