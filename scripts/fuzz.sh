@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(tokenizer_fuzz chat_template_fuzz chat_output_fuzz request_fuzz config_fuzz safetensors_fuzz)
+TARGETS=(tokenizer_fuzz tiktoken_fuzz chat_template_fuzz chat_output_fuzz request_fuzz config_fuzz safetensors_fuzz)
 
 clang_can_fuzz() {
   command -v clang++ >/dev/null || return 1
@@ -54,6 +54,7 @@ for target in "${TARGETS[@]}"; do
   dict=(-dict=fuzz/json.dict)
   [ "$target" = chat_template_fuzz ] && dict=(-dict=fuzz/jinja.dict)
   [ "$target" = tokenizer_fuzz ] && dict=()
+  [ "$target" = tiktoken_fuzz ] && dict=()
   mkdir -p "build-fuzz/corpus/$target" build-fuzz/artifacts
   echo "fuzz: $target for ${SECONDS_EACH}s"
   "build-fuzz/fuzz/$target" "${limits[@]}" "${dict[@]}" -max_total_time="$SECONDS_EACH" \

@@ -18,16 +18,24 @@ constexpr std::string_view kThinkEnd = "</think>";
 // A call's "TYPE<｜tool▁sep｜>NAME" is short; a longer header is not a call.
 constexpr size_t kMaxCallHeader = 512;
 
-// The markers of the V3 and V3.1 syntaxes (tool_calls.h): a call's header (V3: its type, the
-// separator token and its name; V3.1: its name) ends at header_end, its arguments at call_end.
+// The markers of the V3, V3.1 and Kimi syntaxes (tool_calls.h): the calls are between
+// calls_begin and calls_end, each begins with call_begin; its header (V3: its type, the separator
+// token and its name; V3.1: its name; Kimi: "functions.NAME:IDX") ends at header_end, its
+// arguments at call_end, and `separator` may come between calls.
 struct MarkerSyntax {
-  std::string_view header_end, call_end, separator;
+  std::string_view calls_begin, calls_end, call_begin, header_end, call_end, separator;
 };
 
 MarkerSyntax marker_syntax(ToolSyntax syntax) {
+  if (syntax == ToolSyntax::Kimi) {
+    using namespace kimi_k2;
+    return {kCallsBegin, kCallsEnd, kCallBegin, kArgumentsBegin, kCallEnd, ""};
+  }
   using namespace deepseek_v3;
-  if (syntax == ToolSyntax::DeepseekV31) return {kCallSep, kCallEndToken, ""};
-  return {kArgumentsBegin, kCallEnd, kCallSeparator};
+  if (syntax == ToolSyntax::DeepseekV31) {
+    return {kCallsBegin, kCallsEnd, kCallBegin, kCallSep, kCallEndToken, ""};
+  }
+  return {kCallsBegin, kCallsEnd, kCallBegin, kArgumentsBegin, kCallEnd, kCallSeparator};
 }
 
 // A DSML attribute's longest plausible text; a longer one is not DSML.
@@ -165,7 +173,7 @@ bool ChatOutputParser::content_step(ChatDelta& delta, bool final) {
     return false;
   }
   if (*syntax_ != ToolSyntax::Dsml) {
-    if (!take_until(deepseek_v3::kCallsBegin, delta.content, final)) return false;
+    if (!take_until(marker_syntax(*syntax_).calls_begin, delta.content, final)) return false;
     phase_ = Phase::Calls;
     return true;
   }
@@ -191,26 +199,27 @@ bool ChatOutputParser::content_step(ChatDelta& delta, bool final) {
 
 // Between calls: the next call, or the end of the calls.
 bool ChatOutputParser::calls_step(ChatDelta&, bool final) {
-  using namespace deepseek_v3;
   const MarkerSyntax syntax = marker_syntax(*syntax_);
+  const std::string_view call_begin = syntax.call_begin;
+  const std::string_view calls_end = syntax.calls_end;
   // One separator between calls (taken once, however the text arrives).
   if (!separator_taken_ && !syntax.separator.empty() && pending_.starts_with(syntax.separator)) {
     pending_.erase(0, syntax.separator.size());
     separator_taken_ = true;
   }
-  if (pending_.starts_with(kCallBegin)) {
-    pending_.erase(0, kCallBegin.size());
+  if (pending_.starts_with(call_begin)) {
+    pending_.erase(0, call_begin.size());
     separator_taken_ = false;
     phase_ = Phase::CallHeader;
     return true;
   }
-  if (pending_.starts_with(kCallsEnd)) {
-    pending_.erase(0, kCallsEnd.size());
+  if (pending_.starts_with(calls_end)) {
+    pending_.erase(0, calls_end.size());
     phase_ = Phase::Trailing;
     return true;
   }
   if (pending_.empty()) return false;
-  if (!final && (kCallBegin.starts_with(pending_) || kCallsEnd.starts_with(pending_))) {
+  if (!final && (call_begin.starts_with(pending_) || calls_end.starts_with(pending_))) {
     return false;
   }
   phase_ = Phase::Trailing;
@@ -218,7 +227,7 @@ bool ChatOutputParser::calls_step(ChatDelta&, bool final) {
 }
 
 // V3: "TYPE<｜tool▁sep｜>NAME" up to the arguments' opening fence; V3.1: "NAME" up to the
-// separator token. The call begins.
+// separator token; Kimi: "functions.NAME:IDX", which is also the call's id. The call begins.
 bool ChatOutputParser::header_step(ChatDelta& delta, bool final) {
   using namespace deepseek_v3;
   const MarkerSyntax syntax = marker_syntax(*syntax_);
@@ -233,10 +242,17 @@ bool ChatOutputParser::header_step(ChatDelta& delta, bool final) {
     return true;
   }
   const std::string_view header = std::string_view(pending_).substr(0, at);
-  const size_t sep = header.find(kCallSep);
-  const std::string_view name =
-      sep == std::string_view::npos ? header : header.substr(sep + kCallSep.size());
-  delta.tool_calls.push_back({calls_, new_request_id("call_"), std::string(name), {}});
+  if (*syntax_ == ToolSyntax::Kimi) {
+    delta.tool_calls.push_back({calls_,
+                                std::string(kimi_k2::call_id(header)),
+                                std::string(kimi_k2::function_name(header)),
+                                {}});
+  } else {
+    const size_t sep = header.find(kCallSep);
+    const std::string_view name =
+        sep == std::string_view::npos ? header : header.substr(sep + kCallSep.size());
+    delta.tool_calls.push_back({calls_, new_request_id("call_"), std::string(name), {}});
+  }
   calls_ += 1;
   pending_.erase(0, at + syntax.header_end.size());
   phase_ = Phase::Arguments;

@@ -103,6 +103,19 @@ GrammarBuilder::Rule characters(const std::string& bytes, GrammarBuilder& builde
   return builder.one_or_more(builder.choice(std::move(alternatives)), builder.literal(""));
 }
 
+// One call in Kimi's syntax: the "functions.NAME:IDX" header (any index) and JSON arguments
+// valid for the parameters schema.
+GrammarBuilder::Rule kimi_call_rule(const ToolFunction& function, const CompiledGrammars& grammars,
+                                    GrammarBuilder& builder) {
+  using namespace kimi_k2;
+  return builder.sequence({builder.literal(grammars.token_literal(kCallBegin) +
+                                           std::string(kIdPrefix) + function.name + ":"),
+                           characters("0123456789", builder),
+                           builder.literal(grammars.token_literal(kArgumentsBegin)),
+                           builder.json_schema(function.parameters),
+                           builder.literal(grammars.token_literal(kCallEnd))});
+}
+
 // A DSML string value written raw: any UTF-8 text without '<' (which could begin the closing
 // tag), possibly empty.
 GrammarBuilder::Rule raw_text(GrammarBuilder& builder) {
@@ -214,8 +227,9 @@ GrammarBuilder::Rule calls_rule(const ToolRequest& tools, const CompiledGrammars
   std::vector<GrammarBuilder::Rule> calls;
   for (const ToolFunction& function : tools.functions) {
     if (tools.choice != ToolChoice::Function || function.name == tools.function) {
-      calls.push_back(tools.syntax == ToolSyntax::Dsml
-                          ? dsml_call_rule(function, builder)
+      calls.push_back(tools.syntax == ToolSyntax::Dsml ? dsml_call_rule(function, builder)
+                      : tools.syntax == ToolSyntax::Kimi
+                          ? kimi_call_rule(function, grammars, builder)
                           : marker_call_rule(function, tools.syntax, grammars, builder));
     }
   }
@@ -233,11 +247,38 @@ GrammarBuilder::Rule calls_rule(const ToolRequest& tools, const CompiledGrammars
         call,
         builder.literal(tools.syntax == ToolSyntax::DeepseekV3 ? deepseek_v3::kCallSeparator : ""));
   }
-  return builder.sequence({builder.literal(grammars.token_literal(deepseek_v3::kCallsBegin)), call,
-                           builder.literal(grammars.token_literal(deepseek_v3::kCallsEnd))});
+  const bool kimi = tools.syntax == ToolSyntax::Kimi;
+  return builder.sequence({builder.literal(grammars.token_literal(kimi ? kimi_k2::kCallsBegin
+                                                                       : deepseek_v3::kCallsBegin)),
+                           call,
+                           builder.literal(grammars.token_literal(kimi ? kimi_k2::kCallsEnd
+                                                                       : deepseek_v3::kCallsEnd))});
+}
+
+// Kimi-K2's template: it writes Kimi's calls section, or declares tools as Kimi does.
+bool kimi_template(const std::string& source) {
+  return source.find(kimi_k2::kCallsBegin) != std::string::npos ||
+         source.find("<|im_system|>tool_declare<|im_middle|>") != std::string::npos;
 }
 
 }  // namespace
+
+std::string_view kimi_k2::call_id(std::string_view header) {
+  const size_t begin = header.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return {};
+  return header.substr(begin, header.find_last_not_of(" \t\r\n") + 1 - begin);
+}
+
+std::string_view kimi_k2::function_name(std::string_view header) {
+  header = call_id(header);
+  const size_t colon = header.rfind(':');
+  if (!header.starts_with(kIdPrefix) || colon == std::string_view::npos ||
+      colon + 1 == header.size() ||
+      header.find_first_not_of("0123456789", colon + 1) != std::string_view::npos) {
+    return header;
+  }
+  return header.substr(kIdPrefix.size(), colon - kIdPrefix.size());
+}
 
 std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer) {
   if (tokenizer.chat_format() == tokenizer::ChatFormatKind::DeepseekV32) return ToolSyntax::Dsml;
@@ -246,6 +287,10 @@ std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer) {
   const auto is_token = [&](std::string_view marker) {
     return tokenizer.token_to_id(marker).has_value();
   };
+  if (kimi_template(source) &&
+      std::all_of(std::begin(kimi_k2::kMarkerTokens), std::end(kimi_k2::kMarkerTokens), is_token)) {
+    return ToolSyntax::Kimi;
+  }
   if (source.find(deepseek_v3::kCallsBegin) == std::string::npos ||
       !std::all_of(std::begin(deepseek_v3::kMarkerTokens), std::end(deepseek_v3::kMarkerTokens),
                    is_token)) {
@@ -271,7 +316,7 @@ std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
   if (!syntax) {
     throw invalid_request(
         "This model's chat template and vocabulary have no tool-call syntax (DeepSeek-V3's, "
-        "V3.1's or V3.2's DSML), so it cannot call tools",
+        "V3.1's, V3.2's DSML or Kimi-K2's), so it cannot call tools",
         "tools");
   }
   ToolRequest request;

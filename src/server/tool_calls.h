@@ -10,6 +10,10 @@
 //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGUMENTS<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
 // with nothing between calls. DeepSeek-V3.2's encoder writes DSML (deepseek_v32_encoding.h): each
 // argument a <｜DSML｜parameter> element, strings raw (string="true"), other values as JSON.
+// Kimi-K2 writes
+//   <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>ARGUMENTS<|tool_call_end|>...<|tool_calls_section_end|>
+// with nothing between calls; "functions.NAME:IDX" (IDX counts the conversation's calls) is also
+// the call's OpenAI id, as Kimi's own parsers (vLLM's kimi_k2) return it.
 #pragma once
 
 #include <optional>
@@ -39,11 +43,28 @@ inline constexpr std::string_view kMarkerTokens[] = {kCallsBegin, kCallsEnd, kCa
                                                      kCallEndToken};
 }  // namespace deepseek_v3
 
+namespace kimi_k2 {
+inline constexpr std::string_view kCallsBegin = "<|tool_calls_section_begin|>";
+inline constexpr std::string_view kCallsEnd = "<|tool_calls_section_end|>";
+inline constexpr std::string_view kCallBegin = "<|tool_call_begin|>";
+inline constexpr std::string_view kArgumentsBegin = "<|tool_call_argument_begin|>";
+inline constexpr std::string_view kCallEnd = "<|tool_call_end|>";
+inline constexpr std::string_view kIdPrefix = "functions.";
+inline constexpr std::string_view kMarkerTokens[] = {kCallsBegin, kCallsEnd, kCallBegin,
+                                                     kArgumentsBegin, kCallEnd};
+// A call's header "functions.NAME:IDX" without the spaces around it: the call's id.
+std::string_view call_id(std::string_view header);
+// The function's name in a call's header, or the id itself when it does not have that shape.
+std::string_view function_name(std::string_view header);
+}  // namespace kimi_k2
+
 // How the model's chat format writes tool calls, told from the chat template's text (the built-in
 // DeepSeek-V3.2 format, or a template that writes "｜DSML｜": DSML; a template that writes
-// <｜tool▁calls▁begin｜> with a ```json fence: V3's, without one: V3.1's). V3 and V3.1 need the
-// markers to be tokens of the vocabulary. nullopt: the model cannot call tools.
-enum class ToolSyntax { DeepseekV3, DeepseekV31, Dsml };
+// <｜tool▁calls▁begin｜> with a ```json fence: V3's, without one: V3.1's; Kimi-K2's, which
+// writes <|tool_calls_section_begin|> or, as Kimi-K2-Instruct's first template, only declares
+// the tools to "tool_declare": Kimi's). V3, V3.1 and Kimi need their markers to be tokens of
+// the vocabulary. nullopt: the model cannot call tools.
+enum class ToolSyntax { DeepseekV3, DeepseekV31, Dsml, Kimi };
 std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer);
 
 // OpenAI's tool_choice: "none" (answer in text), "auto" (the model decides), "required" (at least

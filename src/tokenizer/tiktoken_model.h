@@ -10,7 +10,7 @@
 namespace mlaserve::tokenizer {
 
 // The largest rank accepted: ids index dense tables, so a stray huge rank would allocate them.
-inline constexpr int32_t kMaxTiktokenRank = (1 << 24) - 1;
+inline constexpr int32_t kMaxTiktokenRank = (1 << 22) - 1;
 
 struct RankedToken {
   std::string bytes;  // raw bytes, possibly part of a UTF-8 character
