@@ -6,6 +6,7 @@
 #include <string>
 
 #include "server/chat_output.h"
+#include "server/chat_output_test_util.h"
 #include "server/tool_calls.h"
 #include "support/files.h"
 #include "tokenizer/deepseek_v32_encoding.h"
@@ -38,36 +39,8 @@ std::string dsml_calls(const std::string& invokes) {
          std::string(dsv32::kCallsEnd);
 }
 
-ChatMessage parse(const std::vector<std::string>& pieces, bool reasoning, ToolSyntax syntax) {
-  ChatOutputParser parser(reasoning, syntax);
-  ChatMessage message;
-  for (const std::string& piece : pieces) message.add(parser.push(piece));
-  message.add(parser.finish());
-  return message;
-}
-
-void expect_same(const ChatMessage& a, const ChatMessage& b, const std::string& how) {
-  EXPECT_EQ(a.reasoning, b.reasoning) << how;
-  EXPECT_EQ(a.content, b.content) << how;
-  ASSERT_EQ(a.tool_calls.size(), b.tool_calls.size()) << how;
-  for (size_t i = 0; i < a.tool_calls.size(); ++i) {
-    EXPECT_EQ(a.tool_calls[i].name, b.tool_calls[i].name) << how;
-    EXPECT_EQ(a.tool_calls[i].arguments, b.tool_calls[i].arguments) << how;
-  }
-}
-
-// The whole text at once; then every cut in two, and byte by byte, must give the same message.
-ChatMessage parse_every_way(const std::string& text, bool reasoning, ToolSyntax syntax) {
-  const ChatMessage whole = parse({text}, reasoning, syntax);
-  for (size_t cut = 0; cut <= text.size(); ++cut) {
-    expect_same(whole, parse({text.substr(0, cut), text.substr(cut)}, reasoning, syntax),
-                "cut at " + std::to_string(cut));
-  }
-  std::vector<std::string> bytes;
-  for (const char c : text) bytes.emplace_back(1, c);
-  expect_same(whole, parse(bytes, reasoning, syntax), "byte by byte");
-  return whole;
-}
+using testing::parse;
+using testing::parse_every_way;
 
 // --- DeepSeek-V3.1 ---
 
@@ -190,8 +163,8 @@ TEST(DsmlCalls, WhatIsNotDsmlStaysContent) {
 // DeepSeek's test: the assistant turns of its conversation, as the encoder writes them (the
 // model's output, without the end-of-sentence token), parse back to the turns' calls.
 TEST(DsmlCalls, DeepSeeksConversationParsesBack) {
-  const nlohmann::ordered_json input =
-      nlohmann::ordered_json::parse(testing::read_text("tests/data/chat-v32/test_input.json"));
+  const nlohmann::ordered_json input = nlohmann::ordered_json::parse(
+      mlaserve::testing::read_text("tests/data/chat-v32/test_input.json"));
   nlohmann::ordered_json messages = input.at("messages");
   messages[0]["tools"] = input.at("tools");
   for (const size_t turn : {size_t{2}, size_t{4}, size_t{9}}) {

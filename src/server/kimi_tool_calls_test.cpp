@@ -6,6 +6,7 @@
 #include <string>
 
 #include "server/chat_output.h"
+#include "server/chat_output_test_util.h"
 #include "server/tool_calls.h"
 #include "support/files.h"
 #include "support/tokenizers.h"
@@ -13,35 +14,8 @@
 namespace mlaserve::server {
 namespace {
 
-ChatMessage parse(const std::vector<std::string>& pieces, bool reasoning) {
-  ChatOutputParser parser(reasoning, ToolSyntax::Kimi);
-  ChatMessage message;
-  for (const std::string& piece : pieces) message.add(parser.push(piece));
-  message.add(parser.finish());
-  return message;
-}
-
-// The whole text at once; every cut in two, and byte by byte, must give the same message.
 ChatMessage parse_every_way(const std::string& text, bool reasoning) {
-  const ChatMessage whole = parse({text}, reasoning);
-  auto expect_same = [&](const ChatMessage& other, const std::string& how) {
-    EXPECT_EQ(other.reasoning, whole.reasoning) << how;
-    EXPECT_EQ(other.content, whole.content) << how;
-    ASSERT_EQ(other.tool_calls.size(), whole.tool_calls.size()) << how;
-    for (size_t i = 0; i < whole.tool_calls.size(); ++i) {
-      EXPECT_EQ(other.tool_calls[i].id, whole.tool_calls[i].id) << how;
-      EXPECT_EQ(other.tool_calls[i].name, whole.tool_calls[i].name) << how;
-      EXPECT_EQ(other.tool_calls[i].arguments, whole.tool_calls[i].arguments) << how;
-    }
-  };
-  for (size_t cut = 0; cut <= text.size(); ++cut) {
-    expect_same(parse({text.substr(0, cut), text.substr(cut)}, reasoning),
-                "cut at " + std::to_string(cut));
-  }
-  std::vector<std::string> bytes;
-  for (const char c : text) bytes.emplace_back(1, c);
-  expect_same(parse(bytes, reasoning), "byte by byte");
-  return whole;
+  return testing::parse_every_way(text, reasoning, ToolSyntax::Kimi);
 }
 
 std::string kimi_call(const std::string& header, const std::string& arguments) {
@@ -91,24 +65,26 @@ TEST(KimiCalls, TextAfterTheSectionAndUnclosedCalls) {
 // none where they are not (DeepSeek-V3's vocabulary).
 TEST(KimiCalls, TheSyntaxIsToldFromTemplateAndVocabulary) {
   for (const char* file : {"k2_instruct.jinja", "k2_thinking.jinja"}) {
-    const std::string source = testing::read_text(std::string("tests/data/chat-kimi/") + file);
-    EXPECT_EQ(tool_syntax(testing::kimi_tokenizer().with_chat_template(source)), ToolSyntax::Kimi)
+    const std::string source =
+        mlaserve::testing::read_text(std::string("tests/data/chat-kimi/") + file);
+    EXPECT_EQ(tool_syntax(mlaserve::testing::kimi_tokenizer().with_chat_template(source)),
+              ToolSyntax::Kimi)
         << file;
-    EXPECT_EQ(tool_syntax(testing::deepseek_v3_tokenizer().with_chat_template(source)),
+    EXPECT_EQ(tool_syntax(mlaserve::testing::deepseek_v3_tokenizer().with_chat_template(source)),
               std::nullopt)
         << file;
   }
-  const std::string v31 = testing::read_text("tests/data/chat-v31/chat_template.jinja");
-  EXPECT_EQ(tool_syntax(testing::kimi_tokenizer().with_chat_template(v31)), std::nullopt);
+  const std::string v31 = mlaserve::testing::read_text("tests/data/chat-v31/chat_template.jinja");
+  EXPECT_EQ(tool_syntax(mlaserve::testing::kimi_tokenizer().with_chat_template(v31)), std::nullopt);
 }
 
 // Each assistant turn with calls that Kimi-K2-Thinking's template rendered (jinja2), parsed as
 // the model's output, gives that turn's reasoning, content and calls back.
 TEST(KimiCalls, ThinkingTemplateTurnsParseBack) {
-  const auto renderings =
-      nlohmann::json::parse(testing::read_text("tests/data/chat-kimi/renderings.json"))["cases"];
+  const auto renderings = nlohmann::json::parse(
+      mlaserve::testing::read_text("tests/data/chat-kimi/renderings.json"))["cases"];
   const auto conversations = nlohmann::json::parse(
-      testing::read_text("tests/data/chat-kimi/conversations.json"))["conversations"];
+      mlaserve::testing::read_text("tests/data/chat-kimi/conversations.json"))["conversations"];
   constexpr std::string_view kTurn = "<|im_assistant|>assistant<|im_middle|>";
   size_t checked = 0;
   for (const auto& conversation : conversations) {
