@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <regex>
 
 #include "core/error.h"
 
@@ -131,13 +132,63 @@ void read_router(const ConfigReader& c, ModelConfig& cfg) {
   }
 }
 
+// compressed-tensors (the format of Kimi-K2-Thinking's int4 release): one config group of
+// weight-only symmetric int4 with group-wise scales, stored pack-quantized. Anything else
+// (activation quantization, asymmetric zero points, other bit widths or strategies) is refused.
+void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& cfg) {
+  const std::string where = c.origin() + ": quantization_config";
+  const std::string format = q.value("format", "");
+  if (format != "pack-quantized")
+    fail("{}.format '{}' is not supported (pack-quantized)", where, format);
+  if (!q.contains("config_groups") || !q["config_groups"].is_object() ||
+      q["config_groups"].size() != 1) {
+    fail("{}.config_groups must hold exactly one group (int4 weights)", where);
+  }
+  const json& group = q["config_groups"].begin().value();
+  if (!group.is_object() || !group.contains("weights") || !group["weights"].is_object())
+    fail("{}.config_groups: the group has no 'weights' scheme", where);
+  if (group.contains("input_activations") && !group["input_activations"].is_null())
+    fail("{}: quantized input activations are not supported (weight-only int4)", where);
+  const json& w = group["weights"];
+  const auto field = [&](const char* name) { return w.contains(name) ? w[name] : json(); };
+  if (field("num_bits") != 4 || field("type") != "int" || field("symmetric") != true ||
+      field("strategy") != "group") {
+    fail("{}: weights {} are not supported (num_bits 4, type int, symmetric, strategy group)",
+         where, w.dump());
+  }
+  const json size = field("group_size");
+  if (!size.is_number_integer() || size.get<int64_t>() <= 0 || size.get<int64_t>() % 32 != 0 ||
+      (size.get<int64_t>() > 64 && size.get<int64_t>() % 128 != 0)) {
+    fail("{}: weights.group_size {} is not supported (32, 64 or a multiple of 128)", where,
+         size.dump());
+  }
+  cfg.int4_group_size = size.get<int64_t>();
+  if (q.contains("ignore")) {
+    if (!q["ignore"].is_array()) fail("{}.ignore must be a list of module names", where);
+    for (const json& name : q["ignore"]) {
+      if (!name.is_string()) fail("{}.ignore holds a non-string {}", where, name.dump());
+      cfg.int4_ignore.push_back(name.get<std::string>());
+      if (cfg.int4_ignore.back().starts_with("re:")) {
+        try {
+          std::regex(cfg.int4_ignore.back().substr(3));
+        } catch (const std::regex_error& e) {
+          fail("{}.ignore: bad regex '{}': {}", where, cfg.int4_ignore.back(), e.what());
+        }
+      }
+    }
+  }
+}
+
 void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
   if (!c.present("quantization_config")) return;
   const json& q = c.raw("quantization_config");
   ConfigReader r(q, c.origin() + " quantization_config");
   const auto method = r.required<std::string>("quant_method");
-  if (method != "fp8")
-    fail("{}: quantization_config.quant_method '{}' is not supported (fp8)", c.origin(), method);
+  if (method == "compressed-tensors") return read_compressed_tensors(c, q, cfg);
+  if (method != "fp8") {
+    fail("{}: quantization_config.quant_method '{}' is not supported (fp8, compressed-tensors)",
+         c.origin(), method);
+  }
   const auto fmt = r.optional<std::string>("fmt", "e4m3");
   if (fmt != "e4m3")
     fail("{}: quantization_config.fmt '{}' is not supported (e4m3)", c.origin(), fmt);
@@ -208,10 +259,12 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   ConfigReader c(j, origin);
   ModelConfig cfg;
   cfg.model_type = c.required<std::string>("model_type");
+  // Kimi-K2 is DeepSeek-V3's architecture under its own name (its config carries the same
+  // fields: MLA, noaux_tc routing with n_group 1, YaRN).
   if (cfg.model_type != "deepseek_v2" && cfg.model_type != "deepseek_v3" &&
-      cfg.model_type != "deepseek_v32") {
-    fail("{}: model_type '{}' is not supported (deepseek_v2, deepseek_v3, deepseek_v32)", origin,
-         cfg.model_type);
+      cfg.model_type != "deepseek_v32" && cfg.model_type != "kimi_k2") {
+    fail("{}: model_type '{}' is not supported (deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2)",
+         origin, cfg.model_type);
   }
   check_supported(c);
   cfg.vocab_size = c.positive("vocab_size");
@@ -274,6 +327,17 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
     fail("{}: invalid JSON: {}", path.string(), e.what());
   }
   return from_json(j, path.string());
+}
+
+bool ModelConfig::stores_int4(const std::string& module) const {
+  if (int4_group_size == 0) return false;
+  for (const std::string& name : int4_ignore) {
+    const bool ignored = name.starts_with("re:")
+                             ? std::regex_match(module, std::regex(name.substr(3)))
+                             : module == name;
+    if (ignored) return false;
+  }
+  return true;
 }
 
 }  // namespace mlaserve::model

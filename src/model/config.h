@@ -62,6 +62,14 @@ struct ModelConfig {
 
   bool tie_word_embeddings = false;
   bool fp8_block_quantized = false;  // quantization_config fp8 e4m3, 128x128 block scales
+  // quantization_config compressed-tensors pack-quantized int4 (Kimi-K2-Thinking): the group
+  // size (0: not such a checkpoint) and the `ignore` list of modules left unquantized (names,
+  // or "re:" regexes over module names).
+  int64_t int4_group_size = 0;
+  std::vector<std::string> int4_ignore;
+  // Whether the checkpoint stores a module (a tensor name less ".weight") as packed int4.
+  bool stores_int4(const std::string& module) const;
+  bool quantized_checkpoint() const { return fp8_block_quantized || int4_group_size > 0; }
   int64_t bos_token_id = 0;
   std::vector<int64_t> eos_token_ids;
 

@@ -62,6 +62,12 @@ std::string DeepseekModel::weight_format_description() const {
                          in_dtype);
     case Quantization::Int8:
       return fmt::format("int8 {} (per-row scales); {}; float32 router", quantized, in_dtype);
+    case Quantization::Int4:
+      return fmt::format("int4 {} (a scale per {} values of a row); {}; float32 router", quantized,
+                         format_.group_size, in_dtype);
+    case Quantization::Mxfp4:
+      return fmt::format("mxfp4 {} (e2m1, a power-of-two scale per 32 values); {}; float32 router",
+                         quantized, in_dtype);
     case Quantization::Auto:
     case Quantization::None:
       break;
@@ -72,7 +78,7 @@ std::string DeepseekModel::weight_format_description() const {
 DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat format,
                              const RankLayout& layout, bool with_mtp)
     : cfg_(ModelConfig::load(dir)),
-      format_(resolve_weight_format(format, cfg_.fp8_block_quantized)),
+      format_(resolve_weight_format(format, cfg_)),
       layout_(layout),
       heads_(owned_range(layout, WeightKind::QB, cfg_.num_attention_heads)),
       embedding_rows_(owned_range(layout, WeightKind::Embedding, cfg_.vocab_size)),

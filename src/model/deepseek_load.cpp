@@ -200,7 +200,7 @@ MtpWeights load_mtp(const Checkpoint& ckpt, const WeightLoader& loader, const Mo
 
 void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
   const Checkpoint ckpt = Checkpoint::open(dir);
-  const WeightLoader loader(ckpt, format_, cfg_.fp8_block_quantized);
+  const WeightLoader loader(ckpt, format_, cfg_);
   const ModelConfig& c = cfg_;
   const RankLayout& lay = layout_;
   const int64_t H = c.hidden_size, V = c.vocab_size;

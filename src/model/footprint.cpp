@@ -17,7 +17,7 @@ constexpr int64_t kFp8Block = 128;  // the loader's FP8 block edge (weight_block
 // as `type`: what kernels::Weight::bytes() counts once WeightLoader has filled it. FP8 keeps one
 // scale per checkpoint block a part's rows touch, per column block of the shard (whose first
 // block may start inside a 128-block); INT8 one per row; both an int32 block index per row.
-int64_t held_bytes(WeightType type, const std::vector<Block>& parts) {
+int64_t held_bytes(WeightType type, const std::vector<Block>& parts, int64_t group) {
   int64_t rows = 0;
   for (const Block& b : parts) rows += b.rows;
   const int64_t cols = parts.front().cols, values = rows * cols;
@@ -28,6 +28,9 @@ int64_t held_bytes(WeightType type, const std::vector<Block>& parts) {
       return values * 2;
     case WeightType::INT8:
       return values + rows * (4 + 4);
+    case WeightType::INT4:
+    case WeightType::MXFP4:  // codes, a float32 scale per group, the block index per row
+      return values / 2 + rows * ((cols + group - 1) / group * 4 + 4);
     case WeightType::FP8:
       break;
   }
@@ -53,9 +56,14 @@ class Walker {
     std::vector<Block> blocks;
     for (const SplitTensor& t : parts) blocks.push_back(owned_block(layout_, t));
     const SplitTensor& first = parts.front();
-    const bool fp8_stored = cfg_.fp8_block_quantized && stored_fp8_(first.name);
-    const WeightType type = held_type(format_, first.kind, cfg_.fp8_block_quantized, fp8_stored);
-    const int64_t bytes = held_bytes(type, blocks);
+    // An int4 checkpoint's packed modules are named by its config; an FP8 one's by its tensors.
+    const bool stored_quantized = cfg_.int4_group_size > 0
+                                      ? cfg_.stores_int4(module_name(first.name))
+                                      : cfg_.fp8_block_quantized && stored_fp8_(first.name);
+    const WeightType type =
+        held_type(format_, first.kind, cfg_.quantized_checkpoint(), stored_quantized);
+    const int64_t group = type == WeightType::MXFP4 ? 32 : format_.group_size;
+    const int64_t bytes = held_bytes(type, blocks, group);
     int64_t rows = 0;
     for (const Block& b : blocks) rows += b.rows;
     if (packs) count_packed(type, 1, bytes, rows, blocks.front().cols);

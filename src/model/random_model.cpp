@@ -47,6 +47,9 @@ class Writer {
     std::vector<float> w = normal_values(name, rows * cols, std);
     if (quantizable && format_ == RandomWeightFormat::FP8) {
       fp8(name, rows, cols, w);
+    } else if (quantizable && format_ == RandomWeightFormat::Int4 &&
+               name.find(".mlp.experts.") != std::string::npos) {
+      int4(name, rows, cols, w);
     } else {
       bf16_tensor(name, {rows, cols}, w);
     }
@@ -106,6 +109,47 @@ class Writer {
     tensors_.push_back(std::move(st));
   }
 
+  // compressed-tensors' pack-quantized int4 as its minmax observer makes it: per group of 32,
+  // scale = max |w| / 7.5 rounded to bf16 (the stored dtype), q = clamp(round(w / scale), -8, 7)
+  // stored as q + 8, eight per int32 from the low bits up; `<module>.weight_shape` int64 [2].
+  void int4(const std::string& name, int64_t rows, int64_t cols, const std::vector<float>& w) {
+    const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+    const int64_t groups = (cols + kInt4Group - 1) / kInt4Group;
+    TensorToWrite packed{module + ".weight_packed",
+                         StorageType::I32,
+                         {rows, cols / 8},
+                         std::vector<uint8_t>(static_cast<size_t>(rows * cols / 2))};
+    TensorToWrite scales{module + ".weight_scale",
+                         StorageType::BF16,
+                         {rows, groups},
+                         std::vector<uint8_t>(static_cast<size_t>(rows * groups * 2))};
+    auto* scale_out = reinterpret_cast<bf16*>(scales.bytes.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t begin = g * kInt4Group, end = std::min(cols, begin + kInt4Group);
+        float largest = 0.0f;
+        for (int64_t c = begin; c < end; ++c)
+          largest = std::max(largest, std::fabs(w[static_cast<size_t>(r * cols + c)]));
+        const bf16 scale = f32_to_bf16(largest > 0.0f ? largest / 7.5f : 1.0f);
+        scale_out[r * groups + g] = scale;
+        for (int64_t c = begin; c < end; ++c) {
+          const float q =
+              std::clamp(std::nearbyint(w[static_cast<size_t>(r * cols + c)] / bf16_to_f32(scale)),
+                         -8.0f, 7.0f);
+          uint8_t& byte = packed.bytes[static_cast<size_t>((r * cols + c) / 2)];
+          byte = static_cast<uint8_t>(byte | static_cast<int>(q + 8.0f) << (4 * (c % 2)));
+        }
+      }
+    }
+    TensorToWrite shape{module + ".weight_shape", StorageType::I64, {2}, std::vector<uint8_t>(16)};
+    const int64_t dims[2] = {rows, cols};
+    std::memcpy(shape.bytes.data(), dims, 16);
+    tensors_.push_back(std::move(packed));
+    tensors_.push_back(std::move(scales));
+    tensors_.push_back(std::move(shape));
+  }
+
+  static constexpr int64_t kInt4Group = 32;
   uint64_t seed_;
   RandomWeightFormat format_;
   std::vector<TensorToWrite> tensors_;
@@ -198,6 +242,32 @@ void write_random_model(const nlohmann::json& config, const std::filesystem::pat
                                        {"fmt", "e4m3"},
                                        {"quant_method", "fp8"},
                                        {"weight_block_size", {128, 128}}};
+  }
+  if (format == RandomWeightFormat::Int4) {
+    // Kimi-K2-Thinking's quantization_config: every Linear but those `ignore` names.
+    const nlohmann::json weights = {{"num_bits", 4},
+                                    {"type", "int"},
+                                    {"symmetric", true},
+                                    {"strategy", "group"},
+                                    {"group_size", 32},
+                                    {"dynamic", false},
+                                    {"actorder", nullptr},
+                                    {"observer", "minmax"},
+                                    {"observer_kwargs", nlohmann::json::object()},
+                                    {"block_structure", nullptr}};
+    cfg_json["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                       {"format", "pack-quantized"},
+                                       {"quantization_status", "compressed"},
+                                       {"kv_cache_scheme", nullptr},
+                                       {"config_groups",
+                                        {{"group_0",
+                                          {{"targets", {"Linear"}},
+                                           {"input_activations", nullptr},
+                                           {"output_activations", nullptr},
+                                           {"weights", weights}}}}},
+                                       {"ignore",
+                                        {"lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                         "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"}}};
   }
   cfg_json["torch_dtype"] = "bfloat16";
   const ModelConfig c = ModelConfig::from_json(cfg_json, "make-model --config");

@@ -24,12 +24,27 @@ const char* storage_type_name(StorageType t) {
       return "BF16";
     case StorageType::F8_E4M3:
       return "F8_E4M3";
+    case StorageType::I32:
+      return "I32";
+    case StorageType::I64:
+      return "I64";
   }
   return "?";
 }
 
 size_t storage_type_size(StorageType t) {
-  return t == StorageType::F32 ? 4 : t == StorageType::BF16 ? 2 : 1;
+  switch (t) {
+    case StorageType::F32:
+    case StorageType::I32:
+      return 4;
+    case StorageType::BF16:
+      return 2;
+    case StorageType::F8_E4M3:
+      return 1;
+    case StorageType::I64:
+      return 8;
+  }
+  return 1;
 }
 
 void release_pages(const TensorInfo& t) {
@@ -74,7 +89,9 @@ StorageType parse_storage_type(const std::string& s, const std::string& file,
   if (s == "F32") return StorageType::F32;
   if (s == "BF16") return StorageType::BF16;
   if (s == "F8_E4M3") return StorageType::F8_E4M3;
-  fail("{}: tensor '{}' has dtype {} (supported: F32, BF16, F8_E4M3)", file, tensor, s);
+  if (s == "I32") return StorageType::I32;
+  if (s == "I64") return StorageType::I64;
+  fail("{}: tensor '{}' has dtype {} (supported: F32, BF16, F8_E4M3, I32, I64)", file, tensor, s);
 }
 
 TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* data,

@@ -12,7 +12,8 @@
 
 namespace mlaserve::model {
 
-enum class StorageType { F32, BF16, F8_E4M3 };
+// I32 and I64 hold compressed-tensors' packed int4 codes (8 per int32) and their weight_shape.
+enum class StorageType { F32, BF16, F8_E4M3, I32, I64 };
 
 const char* storage_type_name(StorageType t);
 size_t storage_type_size(StorageType t);

@@ -35,6 +35,10 @@ const char* quantization_name(Quantization q) {
       return "fp8";
     case Quantization::Int8:
       return "int8";
+    case Quantization::Int4:
+      return "int4";
+    case Quantization::Mxfp4:
+      return "mxfp4";
   }
   return "?";
 }
@@ -55,6 +59,11 @@ const TensorInfo& WeightLoader::block_scales(const TensorInfo& t) const {
 }
 
 namespace {
+
+// Values in a row of a 2-D weight tensor: a packed int4 one (I32) holds 8 per element.
+int64_t values_per_row(const TensorInfo& t) {
+  return t.type == StorageType::I32 ? t.shape[1] * 8 : t.shape[1];
+}
 
 float scale_at(const TensorInfo& scale, int64_t block_row, int64_t block_col) {
   const size_t i = static_cast<size_t>(block_row * scale.shape[1] + block_col);
@@ -95,7 +104,34 @@ void WeightLoader::read_row(const TensorInfo& t, int64_t row, int64_t col_begin,
       }
       return;
     }
+    case StorageType::I32: {  // packed int4 (checked_packed): code q + 8, 8 per int32
+      const TensorInfo& scale = packed_scales(t);
+      const uint8_t* codes = t.data + static_cast<size_t>(row * t.shape[1] * 4);
+      for (int64_t c = col_begin; c < col_begin + cols; ++c) {
+        const float value =
+            kernels::code_value(kernels::WeightType::INT4, kernels::nibble(codes, c));
+        out[c - col_begin] = value * scale_at(scale, row, c / int4_group_);
+      }
+      return;
+    }
+    case StorageType::I64:
+      break;
   }
+  fail("{}: tensor '{}' of dtype {} holds no weight values", t.file, t.name,
+       storage_type_name(t.type));
+}
+
+std::string module_name(const std::string& tensor) {
+  constexpr std::string_view kSuffix = ".weight";
+  return tensor.ends_with(kSuffix) ? tensor.substr(0, tensor.size() - kSuffix.size()) : tensor;
+}
+
+WeightFormat resolve_weight_format(WeightFormat format, const ModelConfig& cfg) {
+  if (cfg.int4_group_size > 0 && format.quantization == Quantization::Auto) {
+    format.quantization = Quantization::Int4;
+    format.group_size = cfg.int4_group_size;
+  }
+  return resolve_weight_format(format, cfg.fp8_block_quantized);
 }
 
 WeightFormat resolve_weight_format(WeightFormat format, bool fp8_checkpoint) {
@@ -104,22 +140,36 @@ WeightFormat resolve_weight_format(WeightFormat format, bool fp8_checkpoint) {
   if (format.quantize_lm_head && format.quantization == Quantization::None) {
     fail(
         "--quantize-lm-head quantizes lm_head like the model's layers, but they are not "
-        "quantized: add --quantization fp8 or int8 (an FP8 checkpoint is fp8 by default)");
+        "quantized: add --quantization fp8, int8, int4 or mxfp4 (an FP8 checkpoint is fp8 by "
+        "default)");
   }
+  if (format.quantization == Quantization::Mxfp4 && format.group_size != 32)
+    fail(
+        "--quantization mxfp4 has a scale per 32 values; --quantization-group-size {} applies "
+        "to int4 only",
+        format.group_size);
+  // The 4-bit kernels take groups of 32, 64 or a multiple of 128 columns.
+  const int64_t g = format.group_size;
+  if (g <= 0 || g % 32 != 0 || (g > 64 && g % 128 != 0))
+    fail("--quantization-group-size must be 32, 64 or 128, got {}", g);
   return format;
 }
 
-kernels::WeightType held_type(const WeightFormat& format, WeightKind kind, bool fp8_checkpoint,
-                              bool stored_fp8) {
+kernels::WeightType held_type(const WeightFormat& format, WeightKind kind,
+                              bool quantized_checkpoint, bool stored_quantized) {
   const bool quantized = kind == WeightKind::LmHead
                              ? format.quantize_lm_head
-                             : quantizable(kind) && (!fp8_checkpoint || stored_fp8);
+                             : quantizable(kind) && (!quantized_checkpoint || stored_quantized);
   if (!quantized) return format.dtype;
   switch (format.quantization) {
     case Quantization::Fp8:
       return kernels::WeightType::FP8;
     case Quantization::Int8:
       return kernels::WeightType::INT8;
+    case Quantization::Int4:
+      return kernels::WeightType::INT4;
+    case Quantization::Mxfp4:
+      return kernels::WeightType::MXFP4;
     case Quantization::Auto:
     case Quantization::None:
       break;
@@ -133,14 +183,17 @@ bool quantizable(WeightKind kind) {
 
 kernels::Weight WeightLoader::new_weight(const std::string& name, int64_t rows, int64_t cols,
                                          WeightKind kind) const {
-  const bool stored_fp8 = checkpoint_.get(name).type == StorageType::F8_E4M3;
-  const kernels::WeightType type = held_type(format_, kind, fp8_checkpoint_, stored_fp8);
+  const bool stored_quantized =
+      packed_int4(name) || checkpoint_.get(name).type == StorageType::F8_E4M3;
+  const kernels::WeightType type =
+      held_type(format_, kind, quantized_checkpoint_, stored_quantized);
   return kernels::Weight(type, rows, cols, format_.dtype);
 }
 
 void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t cols, const Block& b,
                               kernels::Weight& dst, int64_t dst_row) const {
-  const TensorInfo& t = checked(name, {rows, cols});
+  const bool packed = packed_int4(name);
+  const TensorInfo& t = packed ? checked_packed(name, rows, cols) : checked(name, {rows, cols});
   if (b.row_begin < 0 || b.row_begin + b.rows > rows || b.col_begin < 0 ||
       b.col_begin + b.cols > cols || b.cols != dst.cols() || dst_row + b.rows > dst.rows()) {
     fail("internal: block [{}+{}, {}+{}] of '{}' does not fit", b.row_begin, b.rows, b.col_begin,
@@ -157,6 +210,14 @@ void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t col
       break;
     case kernels::WeightType::INT8:
       copy_int8(t, b, dst, dst_row);
+      break;
+    case kernels::WeightType::INT4:
+    case kernels::WeightType::MXFP4:
+      if (packed && dst.type() == kernels::WeightType::INT4 && format_.group_size == int4_group_) {
+        copy_packed_int4(t, b, dst, dst_row);
+      } else {
+        copy_4bit(t, b, dst, dst_row);
+      }
       break;
   }
   release_pages(t);
@@ -243,7 +304,7 @@ void WeightLoader::copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight
 
 // Largest magnitude of block (br, bc) of t.
 float WeightLoader::block_max(const TensorInfo& t, int64_t br, int64_t bc) const {
-  const int64_t rows = t.shape[0], cols = t.shape[1];
+  const int64_t rows = t.shape[0], cols = values_per_row(t);
   const int64_t col_begin = bc * kBlock, width = std::min(kBlock, cols - col_begin);
   std::vector<float> row(static_cast<size_t>(width));
   float largest = 0.0f;
@@ -262,7 +323,7 @@ void WeightLoader::copy_int8(const TensorInfo& t, const Block& b, kernels::Weigh
   s.col_block = dst.cols();
   s.col_phase = 0;
   s.col_blocks = 1;
-  const int64_t cols = t.shape[1];
+  const int64_t cols = values_per_row(t);
   // Each row's scale takes the next slot; the rows then fill in parallel.
   const size_t first_scale = s.scales.size();
   s.scales.resize(first_scale + static_cast<size_t>(b.rows));
@@ -280,6 +341,167 @@ void WeightLoader::copy_int8(const TensorInfo& t, const Block& b, kernels::Weigh
       uint8_t* codes = dst.codes() + out_row * dst.cols();
       for (int64_t c = 0; c < b.cols; ++c)
         codes[c] = int8_code(row[static_cast<size_t>(b.col_begin + c)], scale);
+    }
+  });
+}
+
+bool WeightLoader::packed_int4(const std::string& name) const {
+  return int4_group_ > 0 && !checkpoint_.contains(name) &&
+         checkpoint_.contains(module_name(name) + ".weight_packed");
+}
+
+// <module>.weight_packed: int32 [rows, cols / 8], each holding 8 codes (q + 8 for q in [-8, 7])
+// from its lowest 4 bits up, i.e. as little-endian bytes, two codes per byte with the even
+// column in the low nibble: our INT4 layout exactly. Its shape, its weight_shape and its
+// scales must agree with the config.
+const TensorInfo& WeightLoader::checked_packed(const std::string& name, int64_t rows,
+                                               int64_t cols) const {
+  const std::string module = module_name(name);
+  const TensorInfo& packed = checkpoint_.get(module + ".weight_packed");
+  if (cols % 8 != 0) {
+    fail("{}: '{}' has {} columns, which pack-quantized int4 cannot hold whole (8 per int32)",
+         packed.file, packed.name, cols);
+  }
+  const std::vector<int64_t> packed_shape = {rows, cols / 8};
+  if (packed.type != StorageType::I32 || packed.shape != packed_shape) {
+    fail("{}: '{}' must be I32 [{}] for the config's [{}, {}], got {} [{}]", packed.file,
+         packed.name, fmt::join(packed_shape, ", "), rows, cols, storage_type_name(packed.type),
+         fmt::join(packed.shape, ", "));
+  }
+  const TensorInfo& shape = checkpoint_.get(module + ".weight_shape");
+  const bool wide = shape.type == StorageType::I64;
+  if ((shape.type != StorageType::I32 && !wide) || shape.shape != std::vector<int64_t>{2})
+    fail("{}: '{}' must be I32/I64 [2]", shape.file, shape.name);
+  int64_t stored[2];
+  for (size_t i = 0; i < 2; ++i) {
+    int32_t narrow = 0;
+    if (wide) std::memcpy(&stored[i], shape.data + 8 * i, 8);
+    if (!wide) std::memcpy(&narrow, shape.data + 4 * i, 4);
+    if (!wide) stored[i] = narrow;
+  }
+  if (stored[0] != rows || stored[1] != cols) {
+    fail("{}: '{}' is [{}, {}], the config implies [{}, {}]", shape.file, shape.name, stored[0],
+         stored[1], rows, cols);
+  }
+  packed_scales(packed);
+  return packed;
+}
+
+// <module>.weight_scale: BF16/F32 [rows, ceil(cols / group)], one per group of a row.
+const TensorInfo& WeightLoader::packed_scales(const TensorInfo& packed) const {
+  const std::string module =
+      packed.name.substr(0, packed.name.size() - std::string("_packed").size());
+  const TensorInfo& scale = checkpoint_.get(module + "_scale");
+  const int64_t cols = packed.shape[1] * 8;
+  const std::vector<int64_t> shape = {packed.shape[0], (cols + int4_group_ - 1) / int4_group_};
+  if (scale.shape != shape || (scale.type != StorageType::BF16 && scale.type != StorageType::F32)) {
+    fail("{}: '{}' must be BF16/F32 [{}] (group size {}), got {} [{}]", scale.file, scale.name,
+         fmt::join(shape, ", "), int4_group_, storage_type_name(scale.type),
+         fmt::join(scale.shape, ", "));
+  }
+  return scale;
+}
+
+// A packed int4 block kept as stored: its codes copied, its scales widened to float32. The
+// block must start at a group boundary (as copy_4bit requires of every 4-bit weight).
+void WeightLoader::copy_packed_int4(const TensorInfo& t, const Block& b, kernels::Weight& dst,
+                                    int64_t dst_row) const {
+  const int64_t group = int4_group_;
+  if (b.col_begin % group != 0) {
+    fail(
+        "{}: '{}' is split at column {}, inside a {}-column quantization group of the "
+        "checkpoint: choose a layout that splits it at a multiple of {}",
+        t.file, t.name, b.col_begin, group, group);
+  }
+  const TensorInfo& scale = packed_scales(t);
+  kernels::BlockScales& s = dst.scales();
+  s.col_block = group;
+  s.col_phase = 0;
+  s.col_blocks = (b.cols + group - 1) / group;
+  const size_t first_scale = s.scales.size();
+  s.scales.resize(first_scale + static_cast<size_t>(b.rows * s.col_blocks));
+  const int64_t stored_row_bytes = t.shape[1] * 4;
+  on_row_ranges(b, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t out_row = dst_row + r, row = b.row_begin + r;
+      const size_t slot = first_scale + static_cast<size_t>(r * s.col_blocks);
+      s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(slot / s.col_blocks);
+      for (int64_t j = 0; j < s.col_blocks; ++j)
+        s.scales[slot + static_cast<size_t>(j)] = scale_at(scale, row, b.col_begin / group + j);
+      std::memcpy(dst.codes() + out_row * dst.code_row_bytes(),
+                  t.data + static_cast<size_t>(row * stored_row_bytes + b.col_begin / 2),
+                  static_cast<size_t>(b.cols / 2));
+    }
+  });
+}
+
+namespace {
+
+// A group's scale and codes, round to nearest. INT4 as llama.cpp's Q4_0: the value of largest
+// magnitude maps to -8 exactly (scale = it / -8, so the scale may be negative), the others to
+// [-8, 7]: all 16 levels used. MXFP4 as the OCP MX spec: scale 2^(floor(log2 amax) - 2) (2 =
+// e2m1's largest exponent), values clamped to ±6.
+float group_scale(kernels::WeightType type, const float* v, int64_t n) {
+  float extreme = 0.0f;
+  for (int64_t c = 0; c < n; ++c)
+    if (std::fabs(v[c]) > std::fabs(extreme)) extreme = v[c];
+  if (extreme == 0.0f) return 0.0f;
+  if (type == kernels::WeightType::INT4) return extreme / -8.0f;
+  return std::exp2(std::floor(std::log2(std::fabs(extreme))) - 2.0f);
+}
+
+uint8_t four_bit_code(kernels::WeightType type, float v, float scale) {
+  if (scale == 0.0f) return type == kernels::WeightType::INT4 ? 8 : 0;
+  const float x = v / scale;
+  if (type == kernels::WeightType::INT4)
+    return static_cast<uint8_t>(std::clamp(std::nearbyint(x), -8.0f, 7.0f) + 8.0f);
+  uint8_t best = 0;  // the e2m1 magnitude nearest |x| (ties to the even code)
+  for (uint8_t code = 1; code < 8; ++code) {
+    const float d = std::fabs(kernels::code_value(type, code) - std::fabs(x));
+    const float best_d = std::fabs(kernels::code_value(type, best) - std::fabs(x));
+    if (d < best_d || (d == best_d && code % 2 == 0)) best = code;
+  }
+  return static_cast<uint8_t>((std::signbit(x) && best != 0 ? 0x8 : 0) | best);
+}
+
+}  // namespace
+
+// Groups of group_size columns of each row, counted from the tensor's column 0 (so every
+// layout holds the same values; a shard must therefore start at a group boundary), one scale
+// per group, codes packed two per byte.
+void WeightLoader::copy_4bit(const TensorInfo& t, const Block& b, kernels::Weight& dst,
+                             int64_t dst_row) const {
+  const int64_t group = dst.type() == kernels::WeightType::MXFP4 ? 32 : format_.group_size;
+  if (b.col_begin % group != 0) {
+    fail(
+        "{}: '{}' is split at column {}, inside a {}-column quantization group: use a "
+        "--quantization-group-size that divides the split, or another layout",
+        t.file, t.name, b.col_begin, group);
+  }
+  kernels::BlockScales& s = dst.scales();
+  s.col_block = group;
+  s.col_phase = 0;
+  s.col_blocks = (b.cols + group - 1) / group;
+  const size_t first_scale = s.scales.size();
+  s.scales.resize(first_scale + static_cast<size_t>(b.rows * s.col_blocks));
+  on_row_ranges(b, [&](int64_t first, int64_t last) {
+    std::vector<float> row(static_cast<size_t>(b.cols));
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t out_row = dst_row + r;
+      read_row(t, b.row_begin + r, b.col_begin, b.cols, row.data());
+      const size_t slot = first_scale + static_cast<size_t>(r * s.col_blocks);
+      s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(slot / s.col_blocks);
+      uint8_t* codes = dst.codes() + out_row * dst.code_row_bytes();
+      std::fill(codes, codes + dst.code_row_bytes(), uint8_t{0});
+      for (int64_t j = 0; j < s.col_blocks; ++j) {
+        const int64_t begin = j * group, n = std::min(group, b.cols - begin);
+        const float scale = group_scale(dst.type(), row.data() + begin, n);
+        s.scales[slot + static_cast<size_t>(j)] = scale;
+        for (int64_t c = begin; c < begin + n; ++c) {
+          const uint8_t code = four_bit_code(dst.type(), row[static_cast<size_t>(c)], scale);
+          codes[c / 2] = static_cast<uint8_t>(codes[c / 2] | code << (4 * (c % 2)));
+        }
+      }
     }
   });
 }

@@ -1,12 +1,14 @@
 // Reads checkpoint tensors into kernel weights: checks shapes against the config, copies only
 // this rank's block, and stores it in the chosen format: the compute dtype (FP8 dequantized),
-// FP8 kept as checkpoint codes and block scales, or quantized at load (FP8 blocks, INT8 rows).
+// FP8 kept as checkpoint codes and block scales, or quantized at load (FP8 blocks, INT8 rows,
+// INT4/MXFP4 groups of a row).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/config.h"
 #include "model/safetensors.h"
 #include "model/sharding.h"
 
@@ -14,7 +16,7 @@ namespace mlaserve::model {
 
 // --quantization: how the linear layers inside the model's layers are held. Auto is Fp8 for a
 // checkpoint stored as FP8 and None otherwise.
-enum class Quantization { Auto, None, Fp8, Int8 };
+enum class Quantization { Auto, None, Fp8, Int8, Int4, Mxfp4 };
 
 const char* quantization_name(Quantization q);
 
@@ -25,22 +27,32 @@ struct WeightFormat {
   kernels::WeightType dtype = kernels::WeightType::BF16;
   Quantization quantization = Quantization::Auto;
   bool quantize_lm_head = false;  // --quantize-lm-head: lm_head quantized like the layers
+  // --quantization-group-size: columns per scale of int4 (32, 64 or 128; mxfp4's is 32).
+  int64_t group_size = 32;
   WeightFormat(kernels::WeightType type, Quantization q = Quantization::Auto,  // NOLINT: implicit
-               bool lm_head = false)
-      : dtype(type), quantization(q), quantize_lm_head(lm_head) {}
+               bool lm_head = false, int64_t group = 32)
+      : dtype(type), quantization(q), quantize_lm_head(lm_head), group_size(group) {}
 };
 
 // format with quantization Auto made the checkpoint's: fp8 for an FP8 checkpoint, else none.
 // Throws when quantize_lm_head comes without a quantization to apply.
 WeightFormat resolve_weight_format(WeightFormat format, bool fp8_checkpoint);
+// The same for the checkpoint cfg describes: an int4 (compressed-tensors) checkpoint's Auto is
+// int4 at its group size.
+WeightFormat resolve_weight_format(WeightFormat format, const ModelConfig& cfg);
+
+// A tensor name less its ".weight" (compressed-tensors names modules: `ignore`, the packed
+// tensors' prefix).
+std::string module_name(const std::string& tensor);
 
 // The type a weight of `kind` is held in under a resolved format. Quantized when --quantization
-// asks and the kind may be (quantizable()); in an FP8 checkpoint only the tensors stored as FP8
-// are: the others were left in BF16 on purpose, and serving the checkpoint's exact values is the
-// point of fp8. lm_head (stored in BF16 in an FP8 checkpoint) only with quantize_lm_head, then
-// quantized at load whatever its storage. dtype otherwise.
-kernels::WeightType held_type(const WeightFormat& format, WeightKind kind, bool fp8_checkpoint,
-                              bool stored_fp8);
+// asks and the kind may be (quantizable()); in a quantized (FP8 or int4) checkpoint only the
+// tensors stored quantized are: the others were left in BF16 on purpose, and serving the
+// checkpoint's exact values is the point of its format. lm_head (stored in BF16 in an FP8
+// checkpoint) only with quantize_lm_head, then quantized at load whatever its storage. dtype
+// otherwise.
+kernels::WeightType held_type(const WeightFormat& format, WeightKind kind,
+                              bool quantized_checkpoint, bool stored_quantized);
 
 // Whether --quantization may quantize a weight of this kind. Every linear layer inside the
 // layers may be, and the embedding table (a token's row is dequantized once per step: no compute
@@ -52,10 +64,13 @@ bool quantizable(WeightKind kind);
 
 class WeightLoader {
  public:
-  // format must be resolved (resolve_weight_format); fp8_checkpoint: the config declares FP8
-  // blocks.
-  WeightLoader(const Checkpoint& checkpoint, const WeightFormat& format, bool fp8_checkpoint)
-      : checkpoint_(checkpoint), format_(format), fp8_checkpoint_(fp8_checkpoint) {}
+  // format must be resolved (resolve_weight_format); cfg: the checkpoint's config (FP8 blocks,
+  // packed int4 and its group size).
+  WeightLoader(const Checkpoint& checkpoint, const WeightFormat& format, const ModelConfig& cfg)
+      : checkpoint_(checkpoint),
+        format_(format),
+        quantized_checkpoint_(cfg.quantized_checkpoint()),
+        int4_group_(cfg.int4_group_size) {}
 
   kernels::WeightType dtype() const { return format_.dtype; }
 
@@ -78,6 +93,13 @@ class WeightLoader {
 
  private:
   const TensorInfo& checked(const std::string& name, std::vector<int64_t> shape) const;
+  // compressed-tensors stores a module's int4 weight as <module>.weight_packed (int32, 8 codes
+  // each), .weight_scale and .weight_shape instead of <module>.weight.
+  bool packed_int4(const std::string& name) const;
+  const TensorInfo& checked_packed(const std::string& name, int64_t rows, int64_t cols) const;
+  const TensorInfo& packed_scales(const TensorInfo& packed) const;
+  void copy_packed_int4(const TensorInfo& t, const Block& b, kernels::Weight& dst,
+                        int64_t dst_row) const;
   const TensorInfo& block_scales(const TensorInfo& t) const;
   void read_row(const TensorInfo& t, int64_t row, int64_t col_begin, int64_t cols,
                 float* out) const;
@@ -86,11 +108,13 @@ class WeightLoader {
   void copy_dense(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
   void copy_fp8(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
   void copy_int8(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
+  void copy_4bit(const TensorInfo& t, const Block& b, kernels::Weight& dst, int64_t dst_row) const;
   float block_max(const TensorInfo& t, int64_t block_row, int64_t block_col) const;
 
   const Checkpoint& checkpoint_;
   WeightFormat format_;
-  bool fp8_checkpoint_;
+  bool quantized_checkpoint_;
+  int64_t int4_group_;  // a compressed-tensors checkpoint's group size, else 0
 };
 
 }  // namespace mlaserve::model

@@ -21,9 +21,9 @@ void choose_weight_packing(const std::filesystem::path& model_dir, const model::
                            const model::WeightFormat& format, const model::RankLayout& layout,
                            bool with_mtp, int64_t other_bytes) {
   kernels::use_weight_packing(true);  // rank_weights counts the copies packing would make
-  const model::RankWeights w = model::rank_weights(
-      cfg, layout, model::resolve_weight_format(format, cfg.fp8_block_quantized),
-      model::stored_fp8_of(model_dir), with_mtp);
+  const model::RankWeights w =
+      model::rank_weights(cfg, layout, model::resolve_weight_format(format, cfg),
+                          model::stored_fp8_of(model_dir), with_mtp);
   std::array<double, 3> host{static_cast<double>(w.values()), static_cast<double>(other_bytes),
                              static_cast<double>(w.packed)};
   const HostRanks ranks;

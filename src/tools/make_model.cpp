@@ -34,8 +34,9 @@ void run(const MakeModelOptions& o) {
   } catch (const nlohmann::json::exception& e) {
     fail("{}: invalid JSON: {}", o.config, e.what());
   }
-  const auto format =
-      o.dtype == "fp8" ? model::RandomWeightFormat::FP8 : model::RandomWeightFormat::BF16;
+  const auto format = o.dtype == "fp8"    ? model::RandomWeightFormat::FP8
+                      : o.dtype == "int4" ? model::RandomWeightFormat::Int4
+                                          : model::RandomWeightFormat::BF16;
   model::write_random_model(config, o.out, o.seed, format);
   if (!o.tokenizer.empty()) copy_tokenizer(o.tokenizer, o.out);
   spdlog::info("make-model: wrote {} ({} weights, seed {})", o.out, o.dtype, o.seed);
@@ -53,8 +54,10 @@ void add_make_model(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "Random seed; the same seed gives the same weights")
       ->capture_default_str();
   cmd->add_option("--dtype", opts->dtype,
-                  "bf16: BF16 weights; fp8: F8_E4M3 + 128x128 block scales like DeepSeek-V3")
-      ->check(CLI::IsMember({"bf16", "fp8"}))
+                  "bf16: BF16 weights; fp8: F8_E4M3 + 128x128 block scales like DeepSeek-V3; "
+                  "int4: routed experts in compressed-tensors pack-quantized int4 (group 32, "
+                  "bf16 scales) like Kimi-K2-Thinking, the rest BF16")
+      ->check(CLI::IsMember({"bf16", "fp8", "int4"}))
       ->capture_default_str();
   cmd->add_option("--tokenizer", opts->tokenizer,
                   "Copy tokenizer.json + tokenizer_config.json from this directory");

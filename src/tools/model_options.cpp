@@ -38,17 +38,26 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
          "How the linear layers inside the model's layers are held in memory: none (in "
          "--dtype; an FP8 checkpoint is dequantized), fp8 (e4m3 with 128x128 block "
          "scales: an FP8 checkpoint's own, or quantized at load), int8 (symmetric, one "
-         "scale per output row, quantized at load); auto = fp8 for an FP8 checkpoint, "
-         "none otherwise. FP8/INT8 halve the bytes a decode step streams. A dense "
+         "scale per output row, quantized at load), int4 (symmetric 4-bit, one scale per "
+         "--quantization-group-size values of a row, quantized at load round-to-nearest), "
+         "mxfp4 (OCP MX: e2m1 values, a power-of-two scale per 32); auto = fp8 for an FP8 "
+         "checkpoint, none otherwise. FP8/INT8 halve the bytes a decode step streams, "
+         "INT4/MXFP4 quarter them (at a larger error: see bench/RESULTS.md). A dense "
          "checkpoint's embedding table is quantized alike (an FP8 checkpoint's BF16 "
          "tensors stay as stored); activations and lm_head (unless --quantize-lm-head) stay in "
-         "--dtype, the router in float32")
-      ->check(CLI::IsMember({"auto", "none", "fp8", "int8"}))
+         "--dtype, the router and the absorbed attention matrices in float32/--dtype")
+      ->check(CLI::IsMember({"auto", "none", "fp8", "int8", "int4", "mxfp4"}))
+      ->capture_default_str();
+  cmd.add_option("--quantization-group-size", group_size,
+                 "Values per scale of --quantization int4 (32, 64 or 128): smaller groups follow "
+                 "the weights more closely at 4 more bytes per group (32: 4.5 bits per weight "
+                 "with the scale, 128: 4.25)")
+      ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
   cmd.add_flag("--quantize-lm-head", quantize_lm_head,
                "Hold lm_head (the vocabulary projection, and the MTP layer's head) quantized "
-               "like the layers (fp8 blocks or int8 rows, needs --quantization fp8/int8 or an "
-               "FP8 checkpoint) instead of in --dtype: a decode step streams it whole, a third "
+               "like the layers (needs --quantization fp8/int8/int4/mxfp4 or an FP8 checkpoint) "
+               "instead of in --dtype: a decode step streams it whole, a third "
                "of an FP8 step's bytes on a 32000 x 1024 head (batch-1 decode ~1.4x faster "
                "there), at an error of its own in every logit (brown-tiny's validation NLL "
                "moved by under 0.01 %). Off by default: DeepSeek-V3's FP8 release keeps "
@@ -100,11 +109,13 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
 model::WeightFormat ModelOptions::weight_format() const {
   const kernels::WeightType type =
       dtype == "float32" || dtype == "fp32" ? kernels::WeightType::F32 : kernels::WeightType::BF16;
-  const model::Quantization q = quantization == "none"   ? model::Quantization::None
-                                : quantization == "fp8"  ? model::Quantization::Fp8
-                                : quantization == "int8" ? model::Quantization::Int8
-                                                         : model::Quantization::Auto;
-  return {type, q, quantize_lm_head};
+  const model::Quantization q = quantization == "none"    ? model::Quantization::None
+                                : quantization == "fp8"   ? model::Quantization::Fp8
+                                : quantization == "int8"  ? model::Quantization::Int8
+                                : quantization == "int4"  ? model::Quantization::Int4
+                                : quantization == "mxfp4" ? model::Quantization::Mxfp4
+                                                          : model::Quantization::Auto;
+  return {type, q, quantize_lm_head, group_size};
 }
 
 void ModelOptions::choose_weight_packing(const model::ModelConfig& cfg,

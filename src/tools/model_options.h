@@ -19,6 +19,7 @@ struct ModelOptions {
   std::string kv_cache_dtype = "auto";
   std::string weight_packing = "auto";
   bool quantize_lm_head = false;
+  int64_t group_size = 32;  // --quantization-group-size
 
   // runs_model false: a command that only reads the config (plan) has no --kernels.
   void add_to(CLI::App& cmd, bool model_required = true, bool runs_model = true);

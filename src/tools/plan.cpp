@@ -36,6 +36,9 @@ std::string serve_command(const PlanOptions& o, const parallel::LayoutPlan& p) {
   if (l.ep_moe) cmd += " --enable-ep-moe";
   if (o.model.dtype != "bfloat16") cmd += " --dtype " + o.model.dtype;
   if (o.model.quantization != "auto") cmd += " --quantization " + o.model.quantization;
+  if (o.model.group_size != 32)
+    cmd += fmt::format(" --quantization-group-size {}", o.model.group_size);
+  if (o.model.quantize_lm_head) cmd += " --quantize-lm-head";
   if (o.model.weight_packing != "auto") cmd += " --weight-packing " + o.model.weight_packing;
   if (o.model.kv_cache_dtype != "auto") cmd += " --kv-cache-dtype " + o.model.kv_cache_dtype;
   if (o.workload.speculative) cmd += " --speculative-algorithm " + o.speculative_algorithm;
@@ -120,8 +123,7 @@ void run(PlanOptions& o) {
         "(num_nextn_predict_layers is 0)",
         o.speculative_algorithm, o.model.model_dir);
   }
-  const model::WeightFormat format =
-      model::resolve_weight_format(o.model.weight_format(), cfg.fp8_block_quantized);
+  const model::WeightFormat format = model::resolve_weight_format(o.model.weight_format(), cfg);
   const std::vector<parallel::LayoutPlan> plans =
       parallel::plan_layouts(cfg, format, o.model.kv_dtype(),
                              model::stored_fp8_of(o.model.model_dir), o.machines, o.workload);

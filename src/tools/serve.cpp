@@ -129,8 +129,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
               {"dtype", o.model.dtype},
               {"quantization",
                model::quantization_name(
-                   model::resolve_weight_format(o.model.weight_format(), cfg.fp8_block_quantized)
-                       .quantization)},
+                   model::resolve_weight_format(o.model.weight_format(), cfg).quantization)},
               {"quantize_lm_head", o.model.quantize_lm_head},
               {"kv_cache_dtype", std::string(kv_dtype_name(o.model.kv_dtype()))},
               {"kv_bytes_per_token", kv.bytes_per_token},

@@ -81,6 +81,11 @@ class SafeTensors:
     model.safetensors.index.json (symlinked files are followed). Tensors are decoded on request."""
 
     def __init__(self, model_dir):
+        with open(os.path.join(model_dir, "config.json")) as f:
+            quant = json.load(f).get("quantization_config") or {}
+        groups = quant.get("config_groups") or {}
+        # compressed-tensors' group size (one config group of int4 weights), else 0
+        self.int4_group = next(iter(groups.values()))["weights"]["group_size"] if groups else 0
         index = os.path.join(model_dir, "model.safetensors.index.json")
         if os.path.exists(index):
             with open(index) as f:
@@ -103,7 +108,11 @@ class SafeTensors:
         self.dtypes = {n: e[1] for n, e in self.entries.items()}
 
     def __contains__(self, name):
-        return name in self.entries
+        return name in self.entries or self._packed(name) in self.entries
+
+    @staticmethod
+    def _packed(name):
+        return name[: -len(".weight")] + ".weight_packed" if name.endswith(".weight") else None
 
     def raw(self, name):
         path, dtype, shape, b, e = self.entries[name]
@@ -113,7 +122,11 @@ class SafeTensors:
         return _decode(dtype, data, shape)
 
     def get(self, name):
-        """float64 tensor; an FP8 weight is multiplied by its `<name>_scale_inv` block scales."""
+        """float64 tensor; an FP8 weight is multiplied by its `<name>_scale_inv` block scales; a
+        compressed-tensors pack-quantized int4 module (`<module>.weight_packed` instead of
+        `<module>.weight`) is unpacked and multiplied by its group scales."""
+        if name not in self.entries and self._packed(name) in self.entries:
+            return self._int4(name[: -len(".weight")])
         w = self.raw(name)
         if self.dtypes[name].startswith("F8_"):
             scale = self.raw(name + "_scale_inv")           # [ceil(out/B0), ceil(in/B1)]
@@ -128,6 +141,19 @@ class SafeTensors:
             full = np.repeat(np.repeat(scale, b0, axis=0), b1, axis=1)[: w.shape[0], : w.shape[1]]
             w = w * full
         return w
+
+
+    def _int4(self, module):
+        # int32 [rows, cols / 8]: value i of an int32 in bits 4i..4i+3, stored as q + 8
+        packed = self.raw(module + ".weight_packed").astype(np.int64) & 0xFFFFFFFF
+        rows, cols = (int(v) for v in self.raw(module + ".weight_shape"))
+        shifts = 4 * np.arange(8)
+        q = ((packed[:, :, None] >> shifts) & 0xF).reshape(rows, -1)[:, :cols] - 8
+        scale = self.raw(module + ".weight_scale")     # [rows, ceil(cols / group)]
+        group = -(-cols // scale.shape[1])
+        if self.int4_group:
+            group = self.int4_group
+        return q * np.repeat(scale, group, axis=1)[:, :cols]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,6 +310,10 @@ class DeepSeek:
         self.w = {}
         for name in st.entries:
             if name.endswith("_scale_inv"):
+                continue
+            if name.endswith(".weight_packed"):  # int4: <module>.weight from its three parts
+                name = name[: -len("_packed")]
+            elif name.endswith((".weight_scale", ".weight_shape")):
                 continue
             self.w[name] = st.get(name)
         c = self.cfg
