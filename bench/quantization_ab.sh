@@ -5,6 +5,9 @@
 #
 #   bench/quantization_ab.sh MLASERVE_BIN FP8_MODEL_DIR [ROUNDS] [OUT_DIR]
 #
+# FORMATS (default "none fp8 int8"; the first is the ratios' base) picks the --quantization
+# values, e.g. FORMATS="int8 int4 mxfp4"; EXTRA adds flags to every run (--quantize-lm-head).
+#
 # FP8_MODEL_DIR: `mlaserve make-model --config bench/bench-500m.config.json --dtype fp8 --out DIR`.
 # Each round runs bench-one-batch at batch 1 (input 512, output 64: prefill of 512 tokens, then
 # decode at depth 512) and batch 32 (input 128, output 16) for each format. Writes
@@ -13,6 +16,7 @@
 # (ops_microbench, N 2048 × K 7168, m 1: what the weight formats give against the memory stream).
 set -euo pipefail
 BIN=$1 MODEL=$2 ROUNDS=${3:-3} OUT=${4:-/tmp/quantization-ab}
+FORMATS=${FORMATS:-none fp8 int8} EXTRA=${EXTRA:-}
 MICROBENCH=$(dirname "$BIN")/../kernels/mlaserve_kernels_microbench
 mkdir -p "$OUT"
 : > "$OUT/runs.jsonl"
@@ -21,34 +25,35 @@ mkdir -p "$OUT"
 run() {  # quantization batch input output
   local name="$1-bs$2"
   echo "$name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
-  OMP_NUM_THREADS=2 "$BIN" bench-one-batch --model "$MODEL" --quantization "$1" --run-name "$name" \
+  # shellcheck disable=SC2086  # EXTRA: several flags
+  OMP_NUM_THREADS=2 "$BIN" bench-one-batch --model "$MODEL" --quantization "$1" $EXTRA --run-name "$name" \
     --batch-size "$2" --input-len "$3" --output-len "$4" --result-filename "$OUT/runs.jsonl" \
     > "$OUT/$name.log" 2>&1
 }
 
 for round in $(seq "$ROUNDS"); do
   echo "round $round of $ROUNDS" >&2
-  for q in none fp8 int8; do
+  for q in $FORMATS; do
     run "$q" 1 512 64
     run "$q" 32 128 16
   done
 done
 
-python3 - "$OUT" << 'PY'
+python3 - "$OUT" $FORMATS << 'PY'
 import json, statistics, sys
-out = sys.argv[1]
+out, formats = sys.argv[1], sys.argv[2:]
 runs = [json.loads(l) for l in open(f"{out}/runs.jsonl")]
 def median(name, key):
     return statistics.median(r[key] for r in runs if r["run_name"] == name)
 for bs in (1, 32):
-    base = {k: median(f"none-bs{bs}", k) for k in ("prefill_throughput", "median_decode_throughput")}
-    for q in ("none", "fp8", "int8"):
+    base = {k: median(f"{formats[0]}-bs{bs}", k) for k in ("prefill_throughput", "median_decode_throughput")}
+    for q in formats:
         name = f"{q}-bs{bs}"
         pre, dec = median(name, "prefill_throughput"), median(name, "median_decode_throughput")
         rounds = ", ".join("%.1f" % r["median_decode_throughput"] for r in runs if r["run_name"] == name)
         print(f"{name}: prefill {pre:.1f} tok/s ({pre / base['prefill_throughput']:.2f}x), decode "
               f"{dec:.1f} tok/s ({dec / base['median_decode_throughput']:.2f}x; rounds {rounds})")
 PY
-for q in none fp8 int8; do grep -h "resident weights" "$OUT/$q-bs1.log" | sed "s/^/$q: /" | cut -c1-400; done
-"$MICROBENCH" --benchmark_filter='BM_MatmulDecode<.*(BF16|FP8|INT8)>/N:2048/K:7168' 2>/dev/null |
+for q in $FORMATS; do grep -h "resident weights" "$OUT/$q-bs1.log" | sed "s/^/$q: /" | cut -c1-400; done
+"$MICROBENCH" --benchmark_filter='BM_MatmulDecode<.*(BF16|FP8|INT8|INT4|MXFP4)>/N:2048/K:7168' 2>/dev/null |
   grep BM_ | sed -E 's/ +/ /g'

@@ -21,7 +21,7 @@
 namespace mlaserve::kernels {
 namespace {
 
-constexpr int64_t kPrefetchBytes = 8192;
+constexpr int64_t kPrefetchBytes = 16384;
 constexpr int64_t kChunk = 128;  // columns per chunk, 64 bytes of codes
 
 NibbleTable make_nibble_table(WeightType type) {
@@ -127,44 +127,48 @@ ChunkScales chunk_scales_of(const BlockScales& s) {
   return c;
 }
 
-// Each f32 lane's scale for chunk q of a row whose group scales are `scales`.
-MLASERVE_AVX512 inline __m512 chunk_scale(const float* scales, int64_t q, const ChunkScales& c) {
-  const int64_t first = kChunk * q / c.group;
-  const int64_t count = std::min(c.groups_per_chunk, c.groups - first);
-  const __m128 loaded =
-      _mm_maskz_loadu_ps(static_cast<__mmask8>((1u << count) - 1u), scales + first);
-  return _mm512_permutexvar_ps(c.lane_index, _mm512_castps128_ps512(loaded));
-}
-
 struct Q4Rows {
   const uint8_t* w;     // the tile's first weight row
   const uint8_t* next;  // rows to fetch into L2 meanwhile
   int64_t row_bytes;    // k / 2
   const BlockScales* s;
-  int64_t row;  // index of the first weight row (for its scales)
+  int64_t row;       // index of the first weight row (for its scales)
+  int64_t next_row;  // index of the row at `next`
 };
 
 // y[i * y_stride + r] = x[i] · W[row + r] for r < kRows, i < kM, x in split_x()'s form. Each
 // chunk's decoded rows are multiplied with every x row, then scaled into the totals.
 template <int kRows, int kM>
 MLASERVE_AVX512_BF16 void tile_q4(const bf16* x, int64_t x_stride, const Q4Rows& rows, int64_t k,
-                                  const ByteTables& tables, const ChunkScales& scales, float* y,
-                                  int64_t y_stride) {
+                                  const ByteTables& byte_tables, const ChunkScales& scales,
+                                  float* y, int64_t y_stride) {
   __m512 total[kRows][kM];
+  // The scales are a stream of their own beside each code row (an eighth of its bytes at groups
+  // of 32): fetched ahead like the codes, or every fourth chunk waits for DRAM.
+  const float *scale_rows[kRows], *next_scale_rows[kRows];
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
+  for (int r = 0; r < kRows; ++r) {
+    scale_rows[r] = rows.s->row_scales(rows.row + r);
+    next_scale_rows[r] = rows.s->row_scales(rows.next_row + r);
 #pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) total[r][i] = _mm512_setzero_ps();
+  }
+  const ByteTables tables = byte_tables;  // in registers
   const int64_t chunks = chunks_per_row(k);
   for (int64_t q = 0; q < chunks; ++q) {
-    const int64_t byte = 64 * q;
+    const int64_t byte = 64 * q, first_group = kChunk * q / scales.group;
     const __mmask64 lanes = first_lanes64(rows.row_bytes - byte);
+    const auto groups = static_cast<__mmask8>(
+        (1u << std::min(scales.groups_per_chunk, scales.groups - first_group)) - 1u);
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       _mm_prefetch(rows.next + r * rows.row_bytes + byte, _MM_HINT_T1);
+      _mm_prefetch(next_scale_rows[r] + first_group, _MM_HINT_T1);
       __m512i v[4];
       decode_chunk(_mm512_maskz_loadu_epi8(lanes, rows.w + r * rows.row_bytes + byte), tables, v);
-      const __m512 scale = chunk_scale(rows.s->row_scales(rows.row + r), q, scales);
+      const __m512 scale = _mm512_permutexvar_ps(
+          scales.lane_index,
+          _mm512_castps128_ps512(_mm_maskz_loadu_ps(groups, scale_rows[r] + first_group)));
 #pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) {
         const bf16* xi = x + i * x_stride + kChunk * q;
@@ -187,9 +191,11 @@ MLASERVE_AVX512_BF16 void row_block_q4(const GemvJob& job, const bf16* x, int64_
   const int64_t row_bytes = job.k / 2;
   const auto* w = static_cast<const uint8_t*>(job.w) + row * row_bytes;
   const int64_t ahead = std::max<int64_t>(8, (kPrefetchBytes / row_bytes + 7) / 8 * 8);
-  const uint8_t* next = row + ahead + 8 <= job.n ? w + ahead * row_bytes : w;
-  const Q4Rows all{w, next, row_bytes, job.scales, row};
-  const Q4Rows upper{w + 4 * row_bytes, next + 4 * row_bytes, row_bytes, job.scales, row + 4};
+  const int64_t next_row = row + ahead + 8 <= job.n ? row + ahead : row;
+  const uint8_t* next = w + (next_row - row) * row_bytes;
+  const Q4Rows all{w, next, row_bytes, job.scales, row, next_row};
+  const Q4Rows upper{w + 4 * row_bytes, next + 4 * row_bytes, row_bytes, job.scales,
+                     row + 4,           next_row + 4};
   for (int64_t i = 0; i < job.m;) {
     const bf16* xi = x + i * x_stride;
     float* y = job.y + i * job.n + row;
@@ -207,7 +213,8 @@ MLASERVE_AVX512_BF16 void row_block_q4(const GemvJob& job, const bf16* x, int64_
       i += 1;
     } else {
       for (int64_t r = 0; r < rows; ++r) {
-        const Q4Rows one{w + r * row_bytes, w + r * row_bytes, row_bytes, job.scales, row + r};
+        const Q4Rows one{w + r * row_bytes, w + r * row_bytes, row_bytes,
+                         job.scales,        row + r,           row + r};
         tile_q4<1, 1>(xi, x_stride, one, job.k, tables, scales, y + r, job.n);
       }
       i += 1;
