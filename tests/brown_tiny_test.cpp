@@ -85,6 +85,43 @@ TEST(BrownTinyPerplexity, ValidationMeanNllWithDpLinearAndExpertParallelMoe) {
 // tokens are reproduced.
 class BrownTinyQuantized : public ::testing::TestWithParam<std::string> {};
 
+// Then the KL divergence of bf16 from itself (zero, the same top token everywhere) and of int4 from
+// bf16 (above zero, and the same top token nearly everywhere), over the validation tokens.
+TEST(BrownTinyPerplexity, KlDivergenceOfAFormatFromABaseRun) {
+  const json& validation = reference()["validation"];
+  TempDir tmp;
+  write_json(tmp / "tokens.json", validation["tokens"]);
+  const std::string common = "--model " + kModel + " --ids-file " + (tmp / "tokens.json").string() +
+                             " --context " + std::to_string(validation["window"].get<int>() + 1);
+  const std::string base = (tmp / "base.kld").string();
+  const PerplexityResult written = run_perplexity(common + " --kl-divergence-base " + base, tmp);
+  ASSERT_EQ(written.command.exit_code, 0) << written.command.output;
+  const PerplexityResult same = run_perplexity(common + " --kl-divergence " + base, tmp);
+  ASSERT_EQ(same.command.exit_code, 0) << same.command.output;
+  EXPECT_LT(same.mean_kld, 1e-9) << same.stdout_last_line;
+  EXPECT_EQ(same.top1_agreement, 1.0) << same.stdout_last_line;
+  const PerplexityResult int4 =
+      run_perplexity(common + " --quantization int4 --kl-divergence " + base, tmp);
+  ASSERT_EQ(int4.command.exit_code, 0) << int4.command.output;
+  EXPECT_GT(int4.mean_kld, 1e-5) << int4.stdout_last_line;
+  EXPECT_LT(int4.mean_kld, 0.05) << int4.stdout_last_line;
+  EXPECT_GT(int4.top1_agreement, 0.9) << int4.stdout_last_line;
+  // Another --context scores the same tokens in other windows: refused, naming the mismatch.
+  const PerplexityResult other =
+      run_perplexity("--model " + kModel + " --ids-file " + (tmp / "tokens.json").string() +
+                         " --context 9 --kl-divergence " + base,
+                     tmp);
+  EXPECT_NE(other.command.exit_code, 0);
+  EXPECT_NE(other.command.output.find("with --context 9"), std::string::npos)
+      << other.command.output;
+  const std::string truncated = (tmp / "truncated.kld").string();
+  std::filesystem::copy_file(base, truncated);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) - 4);
+  const PerplexityResult cut = run_perplexity(common + " --kl-divergence " + truncated, tmp);
+  EXPECT_NE(cut.command.exit_code, 0);
+  EXPECT_NE(cut.command.output.find("(truncated?)"), std::string::npos) << cut.command.output;
+}
+
 TEST_P(BrownTinyQuantized, NllWithinOnePercentAndGreedyTokensMostlyEqual) {
   const std::string flags = "--dtype bfloat16 --quantization " + GetParam();
   const json& validation = reference()["validation"];
@@ -131,7 +168,8 @@ TEST_P(BrownTinyQuantized, NllWithinOnePercentAndGreedyTokensMostlyEqual) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, BrownTinyQuantized,
                          ::testing::Values("fp8", "int8", "fp8 --quantize-lm-head",
-                                           "int8 --quantize-lm-head"));
+                                           "int8 --quantize-lm-head", "int4",
+                                           "int4 --quantization-group-size 128", "mxfp4"));
 
 // A text file scores exactly as its ids from `mlaserve tokenize` (no special tokens), including a
 // last window shorter than the others.

@@ -47,13 +47,7 @@ struct MadeSparseModel {
         run_command(mlaserve_bin() + " make-model --config tests/data/configs/odd-v32.json --out " +
                     (tmp / "model").string() + " --seed 11 --dtype " + dtype);
     EXPECT_EQ(made.exit_code, 0) << made.output;
-    write_json(tmp / "in.json", {{"prompts", prompts()}});
-    const auto ref = run_command(
-        "python3 tests/reference/deepseek_reference.py --model " + (tmp / "model").string() +
-        " --input " + (tmp / "in.json").string() + " --output " + (tmp / "ref.json").string() +
-        " --max-new-tokens " + std::to_string(kNewTokens));
-    EXPECT_EQ(ref.exit_code, 0) << ref.output;
-    if (ref.exit_code == 0) reference = read_json(tmp / "ref.json");
+    reference = run_float64_reference(tmp / "model", {{"prompts", prompts()}}, kNewTokens, tmp);
   }
 };
 

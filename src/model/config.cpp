@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -8,6 +9,13 @@
 #include "core/error.h"
 
 namespace mlaserve::model {
+
+// compressed-tensors' `ignore` list: module names, and "re:" patterns compiled once (a model
+// has ~10^5 tensors to ask about).
+struct Int4Ignore {
+  std::vector<std::string> names;
+  std::vector<std::regex> patterns;
+};
 
 using nlohmann::json;
 
@@ -137,7 +145,7 @@ void read_router(const ConfigReader& c, ModelConfig& cfg) {
 // (activation quantization, asymmetric zero points, other bit widths or strategies) is refused.
 void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& cfg) {
   const std::string where = c.origin() + ": quantization_config";
-  const std::string format = q.value("format", "");
+  const auto format = ConfigReader(q, where).optional<std::string>("format", "");
   if (format != "pack-quantized")
     fail("{}.format '{}' is not supported (pack-quantized)", where, format);
   if (!q.contains("config_groups") || !q["config_groups"].is_object() ||
@@ -163,20 +171,31 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
          size.dump());
   }
   cfg.int4_group_size = size.get<int64_t>();
+  auto compiled = std::make_shared<Int4Ignore>();
   if (q.contains("ignore")) {
     if (!q["ignore"].is_array()) fail("{}.ignore must be a list of module names", where);
-    for (const json& name : q["ignore"]) {
-      if (!name.is_string()) fail("{}.ignore holds a non-string {}", where, name.dump());
-      cfg.int4_ignore.push_back(name.get<std::string>());
-      if (cfg.int4_ignore.back().starts_with("re:")) {
-        try {
-          std::regex(cfg.int4_ignore.back().substr(3));
-        } catch (const std::regex_error& e) {
-          fail("{}.ignore: bad regex '{}': {}", where, cfg.int4_ignore.back(), e.what());
-        }
+    for (const json& entry : q["ignore"]) {
+      if (!entry.is_string()) fail("{}.ignore holds a non-string {}", where, entry.dump());
+      const auto name = entry.get<std::string>();
+      cfg.int4_ignore.push_back(name);
+      if (!name.starts_with("re:")) {
+        compiled->names.push_back(name);
+        continue;
+      }
+      // std::regex compiles and matches by recursion and backtracking: a bound on the
+      // pattern's length keeps a hostile config from exhausting the stack (the released
+      // patterns are under 50 characters).
+      if (name.size() > 256)
+        fail("{}.ignore: regex of {} characters (256 at most)", where, name.size());
+      try {
+        compiled->patterns.emplace_back(name.substr(3),
+                                        std::regex::ECMAScript | std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        fail("{}.ignore: bad regex '{}': {}", where, name, e.what());
       }
     }
   }
+  cfg.int4_ignore_compiled = std::move(compiled);
 }
 
 void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
@@ -330,14 +349,14 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
 }
 
 bool ModelConfig::stores_int4(const std::string& module) const {
-  if (int4_group_size == 0) return false;
-  for (const std::string& name : int4_ignore) {
-    const bool ignored = name.starts_with("re:")
-                             ? std::regex_match(module, std::regex(name.substr(3)))
-                             : module == name;
-    if (ignored) return false;
-  }
-  return true;
+  // compressed-tensors quantizes the Linear modules its config targets: an embedding never.
+  if (int4_group_size == 0 || module.ends_with("embed_tokens")) return false;
+  if (!int4_ignore_compiled) return true;
+  const Int4Ignore& ignore = *int4_ignore_compiled;
+  if (std::find(ignore.names.begin(), ignore.names.end(), module) != ignore.names.end())
+    return false;
+  return std::none_of(ignore.patterns.begin(), ignore.patterns.end(),
+                      [&](const std::regex& re) { return std::regex_match(module, re); });
 }
 
 }  // namespace mlaserve::model

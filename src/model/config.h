@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,7 @@ struct ModelConfig {
   // or "re:" regexes over module names).
   int64_t int4_group_size = 0;
   std::vector<std::string> int4_ignore;
+  std::shared_ptr<const struct Int4Ignore> int4_ignore_compiled;  // the same, compiled once
   // Whether the checkpoint stores a module (a tensor name less ".weight") as packed int4.
   bool stores_int4(const std::string& module) const;
   bool quantized_checkpoint() const { return fp8_block_quantized || int4_group_size > 0; }

@@ -173,5 +173,33 @@ TEST(FootprintOfPublishedModels, MatchesTheirParameterCounts) {
   EXPECT_NEAR(static_cast<double>(l.values()) / 2, 15.7e9, 0.2e9);
 }
 
+// Kimi-K2-Thinking as released: compressed-tensors int4 (group 32) for its routed experts only
+// (`ignore` keeps attention, the shared experts and the dense MLP in bf16). Against the same
+// config unquantized, exactly the routed experts change: 60 MoE layers x 384 experts, gate|up
+// [4096, 7168] and down [7168, 2048] from 2 bytes per value to half a byte, a float32 scale per
+// 32 values and a block index per row.
+TEST(FootprintOfPublishedModels, KimiK2ThinkingHoldsItsRoutedExpertsInInt4) {
+  const ModelConfig k2 = ModelConfig::load("tests/data/configs/kimi-k2-thinking");
+  EXPECT_TRUE(k2.stores_int4("model.layers.7.mlp.experts.300.down_proj"));
+  EXPECT_FALSE(k2.stores_int4("model.layers.7.self_attn.q_b_proj"));
+  EXPECT_FALSE(k2.stores_int4("model.layers.7.mlp.shared_experts.up_proj"));
+  EXPECT_FALSE(k2.stores_int4("model.layers.0.mlp.gate_proj"));
+  EXPECT_FALSE(k2.stores_int4("lm_head"));
+  EXPECT_FALSE(k2.stores_int4("model.embed_tokens"));
+  const WeightFormat format = resolve_weight_format(WeightType::BF16, k2);
+  EXPECT_EQ(format.quantization, Quantization::Int4);
+  EXPECT_EQ(format.group_size, 32);
+  ModelConfig plain = k2;
+  plain.int4_group_size = 0;
+  const RankWeights int4 = rank_weights(k2, RankLayout::single(), format, {});
+  const RankWeights bf16 =
+      rank_weights(plain, RankLayout::single(), resolve_weight_format(WeightType::BF16, plain), {});
+  const double experts = 60.0 * 384;
+  const double gate_up = 4096.0 * 7168, down = 7168.0 * 2048;
+  const double int4_bytes = (gate_up + down) / 2 + (gate_up + down) / 32 * 4 + (4096 + 7168) * 4;
+  EXPECT_EQ(static_cast<double>(bf16.values() - int4.values()),
+            experts * (2 * (gate_up + down) - int4_bytes));
+}
+
 }  // namespace
 }  // namespace mlaserve::model

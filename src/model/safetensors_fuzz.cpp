@@ -29,7 +29,9 @@ struct WorkDir {
     const auto bytes = [](size_t n) { return std::vector<uint8_t>(n, 0x3c); };
     write_safetensors(path / "shard-1.safetensors", {{"a", StorageType::F32, {2, 3}, bytes(24)},
                                                      {"b", StorageType::BF16, {4}, bytes(8)}});
-    write_safetensors(path / "shard-2.safetensors", {{"c", StorageType::F8_E4M3, {5}, bytes(5)}});
+    write_safetensors(path / "shard-2.safetensors", {{"c", StorageType::F8_E4M3, {5}, bytes(5)},
+                                                     {"d", StorageType::I32, {2, 2}, bytes(16)},
+                                                     {"e", StorageType::I64, {2}, bytes(16)}});
   }
   ~WorkDir() { fs::remove_all(path); }
   fs::path path;
@@ -68,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
              size - 1);
   try {
     const Checkpoint checkpoint = Checkpoint::open(dir);
-    static const char* const kNames[] = {"a", "b", "c", "weight", "x"};
+    static const char* const kNames[] = {"a", "b", "c", "d", "e", "weight", "x", "w.weight_packed"};
     volatile unsigned sum = read_all(checkpoint, kNames, std::size(kNames));
     (void)sum;
     if (!checkpoint.contains("missing")) {

@@ -345,6 +345,30 @@ void WeightLoader::copy_int8(const TensorInfo& t, const Block& b, kernels::Weigh
   });
 }
 
+namespace {
+
+// A 4-bit weight's scales for block b: groups of `group` columns counted from the tensor's
+// column 0 (so every layout holds the same codes), room for b.rows rows of them appended.
+// Returns the first new slot. A block that starts inside a group cannot be held so.
+size_t add_group_scales(const TensorInfo& t, const Block& b, int64_t group, kernels::Weight& dst) {
+  if (b.col_begin % group != 0) {
+    fail(
+        "{}: '{}' is split at column {}, inside a {}-column quantization group: choose a layout "
+        "that splits it at a multiple of {} (or, quantizing at load, a "
+        "--quantization-group-size that divides the split)",
+        t.file, t.name, b.col_begin, group, group);
+  }
+  kernels::BlockScales& s = dst.scales();
+  s.col_block = group;
+  s.col_phase = 0;
+  s.col_blocks = (b.cols + group - 1) / group;
+  const size_t first_scale = s.scales.size();
+  s.scales.resize(first_scale + static_cast<size_t>(b.rows * s.col_blocks));
+  return first_scale;
+}
+
+}  // namespace
+
 bool WeightLoader::packed_int4(const std::string& name) const {
   return int4_group_ > 0 && !checkpoint_.contains(name) &&
          checkpoint_.contains(module_name(name) + ".weight_packed");
@@ -407,19 +431,9 @@ const TensorInfo& WeightLoader::packed_scales(const TensorInfo& packed) const {
 void WeightLoader::copy_packed_int4(const TensorInfo& t, const Block& b, kernels::Weight& dst,
                                     int64_t dst_row) const {
   const int64_t group = int4_group_;
-  if (b.col_begin % group != 0) {
-    fail(
-        "{}: '{}' is split at column {}, inside a {}-column quantization group of the "
-        "checkpoint: choose a layout that splits it at a multiple of {}",
-        t.file, t.name, b.col_begin, group, group);
-  }
   const TensorInfo& scale = packed_scales(t);
+  const size_t first_scale = add_group_scales(t, b, group, dst);
   kernels::BlockScales& s = dst.scales();
-  s.col_block = group;
-  s.col_phase = 0;
-  s.col_blocks = (b.cols + group - 1) / group;
-  const size_t first_scale = s.scales.size();
-  s.scales.resize(first_scale + static_cast<size_t>(b.rows * s.col_blocks));
   const int64_t stored_row_bytes = t.shape[1] * 4;
   on_row_ranges(b, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
@@ -472,18 +486,8 @@ uint8_t four_bit_code(kernels::WeightType type, float v, float scale) {
 void WeightLoader::copy_4bit(const TensorInfo& t, const Block& b, kernels::Weight& dst,
                              int64_t dst_row) const {
   const int64_t group = dst.type() == kernels::WeightType::MXFP4 ? 32 : format_.group_size;
-  if (b.col_begin % group != 0) {
-    fail(
-        "{}: '{}' is split at column {}, inside a {}-column quantization group: use a "
-        "--quantization-group-size that divides the split, or another layout",
-        t.file, t.name, b.col_begin, group);
-  }
+  const size_t first_scale = add_group_scales(t, b, group, dst);
   kernels::BlockScales& s = dst.scales();
-  s.col_block = group;
-  s.col_phase = 0;
-  s.col_blocks = (b.cols + group - 1) / group;
-  const size_t first_scale = s.scales.size();
-  s.scales.resize(first_scale + static_cast<size_t>(b.rows * s.col_blocks));
   on_row_ranges(b, [&](int64_t first, int64_t last) {
     std::vector<float> row(static_cast<size_t>(b.cols));
     for (int64_t r = first; r < last; ++r) {

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <span>
 #include <sstream>
 
@@ -22,6 +24,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "tools/json_input.h"
+#include "tools/kl_divergence.h"
 #include "tools/model_options.h"
 #include "tools/parallel_options.h"
 #include "tools/rank_loop.h"
@@ -41,7 +44,8 @@ struct PerplexityOptions {
   ParallelFlags parallel;
   std::string text_file, ids_file;
   int64_t context = 256;
-  int64_t windows_per_step = 0;  // 0: kWindowsPerGroup per DP group
+  int64_t windows_per_step = 0;       // 0: kWindowsPerGroup per DP group
+  std::string kl_base_file, kl_file;  // --kl-divergence-base, --kl-divergence
 };
 
 // The token stream cut into the scoring windows.
@@ -51,6 +55,8 @@ class Windows {
       : tokens_(std::move(tokens)), length_(context - 1), bos_(bos) {}
 
   int64_t count() const { return (static_cast<int64_t>(tokens_.size()) + length_ - 1) / length_; }
+  // Every token is one window's target once.
+  int64_t scored_tokens() const { return static_cast<int64_t>(tokens_.size()); }
 
   // The tokens window i predicts (the last window may be shorter).
   std::span<const int32_t> targets(int64_t i) const {
@@ -151,18 +157,22 @@ double token_nll(std::span<const float> row, int32_t target) {
   return max + std::log(sum) - row[static_cast<size_t>(target)];
 }
 
+// Called with each scored token's logits row, in token order (the KL divergence files).
+using RowObserver = std::function<void(std::span<const float>)>;
+
 // Sum of the NLLs of one window; `logits` holds one row per target.
-double window_nll(const std::vector<float>& logits, std::span<const int32_t> targets,
-                  int64_t vocab) {
+double window_nll(const std::vector<float>& logits, std::span<const int32_t> targets, int64_t vocab,
+                  const RowObserver& observe) {
   if (logits.size() != targets.size() * static_cast<size_t>(vocab)) {
     fail("internal: {} logits for {} targets of vocabulary {}", logits.size(), targets.size(),
          vocab);
   }
   double sum = 0;
   for (size_t t = 0; t < targets.size(); ++t) {
-    sum += token_nll(
-        std::span(logits).subspan(t * static_cast<size_t>(vocab), static_cast<size_t>(vocab)),
-        targets[t]);
+    const auto row =
+        std::span(logits).subspan(t * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+    sum += token_nll(row, targets[t]);
+    if (observe) observe(row);
   }
   return sum;
 }
@@ -208,7 +218,8 @@ class Progress {
 
 // Rank 0: runs the windows a step's worth at a time (dealt over the DP groups by the planner) and
 // returns the mean NLL over all targets. One planner per step keeps only that step's logits.
-double mean_nll(runtime::Worker& worker, int groups, const Windows& windows, int64_t per_step) {
+double mean_nll(runtime::Worker& worker, int groups, const Windows& windows, int64_t per_step,
+                const RowObserver& observe) {
   const int64_t vocab = worker.model().config().vocab_size;
   Progress progress(windows.count());
   double nll = 0;
@@ -220,7 +231,8 @@ double mean_nll(runtime::Worker& worker, int groups, const Windows& windows, int
     run_until_done(worker, planner);
     for (int64_t i = 0; i < n; ++i) {
       const std::span<const int32_t> targets = windows.targets(first + i);
-      nll += window_nll(planner.outputs()[static_cast<size_t>(i)].prompt_logits, targets, vocab);
+      nll += window_nll(planner.outputs()[static_cast<size_t>(i)].prompt_logits, targets, vocab,
+                        observe);
       scored += static_cast<int64_t>(targets.size());
     }
     progress.update(first + n, scored, nll / static_cast<double>(scored));
@@ -248,13 +260,27 @@ void run_rank(const PerplexityOptions& o, const model::ModelConfig& cfg, const W
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  const double nll = mean_nll(worker, groups, windows, per_step);
+  const int64_t vocab = cfg.vocab_size, tokens = windows.scored_tokens();
+  std::optional<KlBaseWriter> base;
+  std::optional<KlComparison> compare;
+  if (!o.kl_base_file.empty()) base.emplace(o.kl_base_file, vocab, tokens, o.context);
+  if (!o.kl_file.empty()) compare.emplace(o.kl_file, vocab, tokens, o.context);
+  const double nll = mean_nll(worker, groups, windows, per_step, [&](std::span<const float> row) {
+    if (base) base->add(row);
+    if (compare) compare->add(row);
+  });
   shut_down_followers(worker);
+  if (base) base->finish();
   spdlog::info(
       "perplexity: {} windows of up to {} tokens, {} per step, layout {}, {} weights, {:.1f} s",
       windows.count(), o.context - 1, per_step, o.parallel.layout.describe(), o.model.dtype,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  std::printf("mean_nll=%.6f perplexity=%.4f\n", nll, std::exp(nll));
+  std::printf("mean_nll=%.6f perplexity=%.4f", nll, std::exp(nll));
+  if (compare) {
+    std::printf(" mean_kld=%.6f top1_agreement=%.4f", compare->mean_kld(),
+                compare->top1_agreement());
+  }
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -284,6 +310,16 @@ void add_perplexity(CLI::App& app) {
              kWindowsPerGroup))
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  auto* kl_base = cmd->add_option(
+      "--kl-divergence-base", opts->kl_base_file,
+      "Write every scored token's log-probabilities to this file (vocabulary x tokens x 4 "
+      "bytes): the base that a later run's --kl-divergence compares with");
+  cmd->add_option("--kl-divergence", opts->kl_file,
+                  "Compare with a --kl-divergence-base file of the same tokens and --context "
+                  "(another weight format, say): prints mean_kld, the mean KL divergence of this "
+                  "run's next-token distributions from the base's, and top1_agreement, how often "
+                  "both rank the same token first")
+      ->excludes(kl_base);
   cmd->callback([opts] {
     const model::ModelConfig cfg = model::ModelConfig::load(opts->model.model_dir);
     const Windows windows = read_windows(*opts, cfg);

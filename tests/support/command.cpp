@@ -62,6 +62,18 @@ CommandResult run_mlaserve(const std::string& args, const std::filesystem::path&
   return run_command("{ " + mlaserve_bin() + " " + args + " > " + stdout_file.string() + "; }");
 }
 
+nlohmann::json run_float64_reference(const std::filesystem::path& model_dir,
+                                     const nlohmann::json& input, int max_new_tokens,
+                                     const TempDir& tmp) {
+  write_json(tmp / "reference_in.json", input);
+  const auto ref = run_command(
+      "python3 tests/reference/deepseek_reference.py --model " + model_dir.string() + " --input " +
+      (tmp / "reference_in.json").string() + " --output " + (tmp / "reference_out.json").string() +
+      " --max-new-tokens " + std::to_string(max_new_tokens));
+  EXPECT_EQ(ref.exit_code, 0) << ref.output;
+  return ref.exit_code == 0 ? read_json(tmp / "reference_out.json") : nlohmann::json::object();
+}
+
 PerplexityResult run_perplexity(const std::string& args, const TempDir& tmp) {
   PerplexityResult r;
   r.command = run_mlaserve("perplexity " + args, tmp / "stdout.txt");
@@ -69,10 +81,15 @@ PerplexityResult run_perplexity(const std::string& args, const TempDir& tmp) {
   for (std::string line; std::getline(out, line);) r.stdout_last_line = line;
   r.command.output += "\nlast line of stdout: " + r.stdout_last_line;
   std::smatch m;
-  static const std::regex kLine(R"(mean_nll=([0-9.]+) perplexity=([0-9.]+))");
+  static const std::regex kLine(
+      R"(mean_nll=([0-9.]+) perplexity=([0-9.]+)( mean_kld=(-?[0-9.e+-]+) top1_agreement=([0-9.]+))?)");
   if (std::regex_match(r.stdout_last_line, m, kLine)) {
     r.mean_nll = std::stod(m[1]);
     r.perplexity = std::stod(m[2]);
+    if (m[3].matched) {
+      r.mean_kld = std::stod(m[4]);
+      r.top1_agreement = std::stod(m[5]);
+    }
   }
   return r;
 }
