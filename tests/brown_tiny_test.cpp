@@ -157,7 +157,10 @@ TEST_P(BrownTinyQuantized, NllWithinOnePercentAndGreedyTokensMostlyEqual) {
       const auto logits = all_logits[first + t].get<std::vector<float>>();
       equal += top_ids(logits, 1)[0] == want_ids[t];
     }
-    EXPECT_GE(equal, 28) << prompts[i]["prompt"].get<std::string>();
+    // 4-bit weights flip more near-ties (brown-tiny's top-1 agreement with bf16: ~90-93 %
+    // against ~98-99 % at 8 bits; bench/RESULTS.md).
+    const bool four_bit = GetParam().starts_with("int4") || GetParam().starts_with("mxfp4");
+    EXPECT_GE(equal, four_bit ? 24 : 28) << prompts[i]["prompt"].get<std::string>();
     fewest_equal = std::min(fewest_equal, equal);
   }
   std::printf(
