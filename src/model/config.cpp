@@ -4,18 +4,51 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
-#include <regex>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "core/error.h"
 
 namespace mlaserve::model {
 
 // compressed-tensors' `ignore` list: module names, and "re:" patterns compiled once (a model
-// has ~10^5 tensors to ask about).
+// has ~10^5 tensors to ask about). The patterns are Python regexes that compressed-tensors
+// applies with re.match (anchored at the start only); PCRE2 reads that syntax, reports a bad
+// pattern as an error and bounds a match's backtracking, where std::regex recursed and
+// overflowed on hostile patterns (config_fuzz).
 struct Int4Ignore {
   std::vector<std::string> names;
-  std::vector<std::regex> patterns;
+  std::vector<std::shared_ptr<pcre2_code>> patterns;
+  std::shared_ptr<pcre2_match_context> limits;
 };
+
+namespace {
+
+std::shared_ptr<pcre2_code> compile_ignore_pattern(const std::string& pattern,
+                                                   const std::string& where) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_ANCHORED | PCRE2_UTF, &error, &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof message);
+    fail("{}.ignore: bad regex 're:{}' at offset {}: {}", where, pattern, offset,
+         reinterpret_cast<const char*>(message));
+  }
+  return {code, pcre2_code_free};
+}
+
+std::shared_ptr<pcre2_match_context> match_limits() {
+  std::shared_ptr<pcre2_match_context> context(pcre2_match_context_create(nullptr),
+                                               pcre2_match_context_free);
+  pcre2_set_match_limit(context.get(), 100000);
+  pcre2_set_depth_limit(context.get(), 1000);
+  return context;
+}
+
+}  // namespace
 
 using nlohmann::json;
 
@@ -182,19 +215,10 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
         compiled->names.push_back(name);
         continue;
       }
-      // std::regex compiles and matches by recursion and backtracking: a bound on the
-      // pattern's length keeps a hostile config from exhausting the stack (the released
-      // patterns are under 50 characters).
-      if (name.size() > 256)
-        fail("{}.ignore: regex of {} characters (256 at most)", where, name.size());
-      try {
-        compiled->patterns.emplace_back(name.substr(3),
-                                        std::regex::ECMAScript | std::regex::optimize);
-      } catch (const std::regex_error& e) {
-        fail("{}.ignore: bad regex '{}': {}", where, name, e.what());
-      }
+      compiled->patterns.push_back(compile_ignore_pattern(name.substr(3), where));
     }
   }
+  compiled->limits = match_limits();
   cfg.int4_ignore_compiled = std::move(compiled);
 }
 
@@ -355,8 +379,19 @@ bool ModelConfig::stores_int4(const std::string& module) const {
   const Int4Ignore& ignore = *int4_ignore_compiled;
   if (std::find(ignore.names.begin(), ignore.names.end(), module) != ignore.names.end())
     return false;
-  return std::none_of(ignore.patterns.begin(), ignore.patterns.end(),
-                      [&](const std::regex& re) { return std::regex_match(module, re); });
+  for (const auto& pattern : ignore.patterns) {
+    const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+        pcre2_match_data_create_from_pattern(pattern.get(), nullptr), pcre2_match_data_free);
+    const int found = pcre2_match(pattern.get(), reinterpret_cast<PCRE2_SPTR>(module.data()),
+                                  module.size(), 0, 0, match.get(), ignore.limits.get());
+    if (found >= 0) return false;
+    if (found != PCRE2_ERROR_NOMATCH)
+      fail(
+          "config.json: quantization_config.ignore: a pattern cannot be matched against '{}' "
+          "(PCRE2 error {}: too complex?)",
+          module, found);
+  }
+  return true;
 }
 
 }  // namespace mlaserve::model
