@@ -31,7 +31,8 @@ python3-yaml; run with the system /usr/bin/python3 if another python lacks numpy
         /tmp/bench-500m /tmp/bench-500m-bf16.gguf
 
 Options: --pre NAME sets tokenizer.ggml.pre (default deepseek-v3); --name sets general.name;
---outtype bf16|q8_0 (default bf16).
+--outtype bf16|q8_0 (default bf16); --whole-kv-b writes ik_llama.cpp's MLA layout (attn_kv_b
+whole, head_count_kv = heads) for its quantizer and llama-bench.
 """
 import argparse
 import json
@@ -138,9 +139,10 @@ def to_f32(dtype: str, arr: np.ndarray) -> np.ndarray:
 
 class Converter:
     def __init__(self, model_dir: Path, out_path: Path, pre: str, name: str | None,
-                 outtype: str = "bf16"):
+                 outtype: str = "bf16", whole_kv_b: bool = False):
         self.dir = model_dir
         self.outtype = outtype
+        self.whole_kv_b = whole_kv_b
         self.cfg = json.loads((model_dir / "config.json").read_text())
         self.st = SafetensorsDir(model_dir)
         self.writer = gguf.GGUFWriter(str(out_path), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.DEEPSEEK2])
@@ -205,11 +207,14 @@ class Converter:
             dt, kv_b = self.hf(p + "self_attn.kv_b_proj.weight")
             if kv_b.shape != (n_head * (nope + v_dim), kv_lora):
                 raise ValueError(f"layer {i}: unexpected kv_b_proj shape {kv_b.shape}")
-            per_head = np.asarray(kv_b).reshape(n_head, nope + v_dim, kv_lora)
-            k_b = per_head[:, :nope, :].transpose(0, 2, 1)  # [n_head, kv_lora, nope]
-            v_b = per_head[:, nope:, :]                     # [n_head, v, kv_lora]
-            self.put_matrix(b + "attn_k_b.weight", dt, k_b)
-            self.put_matrix(b + "attn_v_b.weight", dt, v_b)
+            if self.whole_kv_b:  # ik_llama.cpp derives k_b / v_b from the whole tensor itself
+                self.put_matrix(b + "attn_kv_b.weight", dt, np.asarray(kv_b))
+            else:
+                per_head = np.asarray(kv_b).reshape(n_head, nope + v_dim, kv_lora)
+                k_b = per_head[:, :nope, :].transpose(0, 2, 1)  # [n_head, kv_lora, nope]
+                v_b = per_head[:, nope:, :]                     # [n_head, v, kv_lora]
+                self.put_matrix(b + "attn_k_b.weight", dt, k_b)
+                self.put_matrix(b + "attn_v_b.weight", dt, v_b)
 
             self.put_matrix(b + "attn_output.weight", *self.hf(p + "self_attn.o_proj.weight"))
             self.put_f32(b + "ffn_norm.weight", *self.hf(p + "post_attention_layernorm.weight"))
@@ -253,7 +258,9 @@ class Converter:
         w.add_embedding_length(c["hidden_size"])
         w.add_feed_forward_length(c["intermediate_size"])
         w.add_head_count(c["num_attention_heads"])
-        w.add_head_count_kv(1)  # MLA is run as MQA over the compressed latent
+        # llama.cpp runs MLA as MQA over the compressed latent (one kv head); ik_llama.cpp's
+        # whole-kv_b layout keeps the model's head count.
+        w.add_head_count_kv(c["num_attention_heads"] if self.whole_kv_b else 1)
         w.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
         w.add_rope_freq_base(c.get("rope_theta", 10000.0))
         w.add_rope_dimension_count(c["qk_rope_head_dim"])
@@ -269,10 +276,14 @@ class Converter:
             w.add_q_lora_rank(c["q_lora_rank"])
         kv_lora = c["kv_lora_rank"]
         w.add_kv_lora_rank(kv_lora)
-        w.add_key_length(kv_lora + c["qk_rope_head_dim"])
-        w.add_value_length(kv_lora)
-        w.add_key_length_mla(c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
-        w.add_value_length_mla(c["v_head_dim"])
+        if self.whole_kv_b:  # the per-head lengths, as before llama.cpp's MQA layout
+            w.add_key_length(c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
+            w.add_value_length(c["v_head_dim"])
+        else:
+            w.add_key_length(kv_lora + c["qk_rope_head_dim"])
+            w.add_value_length(kv_lora)
+            w.add_key_length_mla(c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
+            w.add_value_length_mla(c["v_head_dim"])
 
         w.add_expert_feed_forward_length(c.get("moe_intermediate_size") or c["intermediate_size"])
         if has_moe:
@@ -405,8 +416,12 @@ def main() -> None:
     ap.add_argument("--name", default=None, help="general.name (default: the model dir's name)")
     ap.add_argument("--outtype", choices=["bf16", "q8_0"], default="bf16",
                     help="type of the weight matrices (default bf16)")
+    ap.add_argument("--whole-kv-b", action="store_true",
+                    help="ik_llama.cpp's layout: attn_kv_b whole and head_count_kv = heads, "
+                         "instead of llama.cpp's attn_k_b / attn_v_b split and one kv head")
     args = ap.parse_args()
-    Converter(args.model_dir, args.out, args.pre, args.name, args.outtype).run(args.out)
+    Converter(args.model_dir, args.out, args.pre, args.name, args.outtype,
+              args.whole_kv_b).run(args.out)
 
 
 if __name__ == "__main__":
