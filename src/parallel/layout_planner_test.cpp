@@ -18,8 +18,7 @@ struct Planner {
 
   explicit Planner(const char* config, model::Quantization q = model::Quantization::Auto)
       : cfg(model::ModelConfig::load(std::string("tests/data/configs/") + config)),
-        format(model::resolve_weight_format({kernels::WeightType::BF16, q},
-                                            cfg.fp8_block_quantized)) {}
+        format(model::resolve_weight_format({kernels::WeightType::BF16, q}, cfg)) {}
 
   std::vector<LayoutPlan> plan(const Machines& m, const Workload& w = {}) const {
     return plan_layouts(cfg, format, KvDtype::BFloat16, model::stored_fp8_by_convention, m, w);
@@ -46,6 +45,21 @@ TEST(LayoutPlanner, V3InFp8NeedsMoreThanOneHalfTerabyteHost) {
   EXPECT_TRUE(plans.front().fits);
   EXPECT_TRUE(find(plans, "tp=2 dp=1").fits);
   EXPECT_FALSE(find(plans, "tp=1 dp=2").fits);  // two whole replicas: 1.3 TB
+}
+
+// 4-bit weights put the 671B-1T models on the 2-socket hosts people own: DeepSeek-V3 at int4
+// (groups of 32: ~398 GiB) on a 512 GiB host, Kimi-K2-Thinking as released (routed experts
+// int4, the rest bf16: ~618 GiB) on a 768 GiB one but not on 512 GiB.
+TEST(LayoutPlanner, FourBitWeightsFitTheHostsPeopleOwn) {
+  const Machines half{.hosts = 1, .sockets_per_host = 2, .mem_per_host_bytes = 512 * kGiB};
+  const Machines three_quarters{
+      .hosts = 1, .sockets_per_host = 2, .mem_per_host_bytes = 768 * kGiB};
+  const Planner v3("deepseek-v3", model::Quantization::Int4);
+  EXPECT_TRUE(find(v3.plan(half), "tp=2 dp=1").fits);
+  const Planner k2("kimi-k2-thinking");
+  EXPECT_EQ(k2.format.quantization, model::Quantization::Int4);
+  EXPECT_TRUE(find(k2.plan(three_quarters), "tp=2 dp=1").fits);
+  EXPECT_FALSE(find(k2.plan(half), "tp=2 dp=1").fits);
 }
 
 TEST(LayoutPlanner, ShardingDividesTheWeightsAndDpAttentionMultipliesTheCache) {
