@@ -299,7 +299,8 @@ TEST(WeightFormat, QuantizedLmHeadNeedsAQuantization) {
     resolve_weight_format(lm_head, false);
     ADD_FAILURE() << "a dense checkpoint without --quantization took --quantize-lm-head";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--quantization fp8, int8, int4 or mxfp4"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--quantization fp8, int8, int4 or mxfp4"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(resolve_weight_format(lm_head, true).quantization, Quantization::Fp8);
