@@ -65,6 +65,11 @@ void put_sampling(ByteWriter& w, const sampling::SamplingParams& p) {
   w.put(p.repetition_penalty);
   w.put<uint8_t>(p.seed.has_value());
   w.put<uint64_t>(p.seed.value_or(0));
+  w.put<uint32_t>(static_cast<uint32_t>(p.logit_bias.size()));
+  for (const auto& [token, bias] : p.logit_bias) {
+    w.put(token);
+    w.put(bias);
+  }
 }
 
 sampling::SamplingParams get_sampling(ByteReader& r) {
@@ -79,6 +84,11 @@ sampling::SamplingParams get_sampling(ByteReader& r) {
   const bool has_seed = r.get<uint8_t>() != 0;
   const auto seed = r.get<uint64_t>();
   if (has_seed) p.seed = seed;
+  p.logit_bias.resize(r.get<uint32_t>());
+  for (auto& [token, bias] : p.logit_bias) {
+    token = r.get<int32_t>();
+    bias = r.get<float>();
+  }
   return p;
 }
 

@@ -176,6 +176,7 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
 // j + 1 is kept or replaced (speculative sampling: the tokens are distributed as without
 // drafts; greedy keeps a draft that is the argmax). Past the last kept draft the row's own
 // choice comes with them. A prefill's last row gives the request's first token. With penalties
+// (or a logit_bias, which the same edit applies)
 // each row is penalised by the counts of every token before its own, the drafts kept before it
 // included, as decoding them one at a time would (any draft keeps the distribution; draft_token
 // penalises them too, so that they are kept more often).
@@ -183,7 +184,7 @@ Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float*
   const auto V = static_cast<size_t>(model_.config().vocab_size);
   const uint64_t seed = s.sampling.seed.value_or(0);
   sampling::TokenCounts* counts =
-      s.sampling.has_penalties() ? &spec_counts_.try_emplace(s.id).first->second : nullptr;
+      s.sampling.edits_logits() ? &spec_counts_.try_emplace(s.id).first->second : nullptr;
   const auto row = [&](int64_t r) {
     const std::span<const float> raw(rows + static_cast<size_t>(r) * V, V);
     return counts ? penalised(raw, *counts, s.sampling) : raw;
@@ -321,12 +322,13 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
   return logits;
 }
 
-// `row` with `counts`' penalties applied, in penalised_row_ (valid until the next call).
+// `row` with `counts`' penalties and the logit_bias applied, in penalised_row_ (valid until the
+// next call).
 std::span<const float> Worker::penalised(std::span<const float> row,
                                          const sampling::TokenCounts& counts,
                                          const sampling::SamplingParams& params) {
   penalised_row_.assign(row.begin(), row.end());
-  sampling::apply_penalties(penalised_row_, counts, params);
+  sampling::edit_logits(penalised_row_, counts, params);
   return penalised_row_;
 }
 
@@ -339,7 +341,7 @@ int32_t Worker::draft_token(const PlannedSequence& s, const float* row,
                             const std::vector<int32_t>& earlier_drafts) {
   const auto V = static_cast<size_t>(model_.config().vocab_size);
   const std::span<const float> raw(row, V);
-  if (!s.sampling.has_penalties()) return sampling::argmax(raw);
+  if (!s.sampling.edits_logits()) return sampling::argmax(raw);
   sampling::TokenCounts counts = spec_counts_[s.id];
   for (int32_t token : earlier_drafts) counts[token] += 1;
   return sampling::argmax(penalised(raw, counts, s.sampling));
@@ -354,7 +356,7 @@ SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_ro
   const auto V = static_cast<size_t>(model_.config().vocab_size);
   const std::span<const float> raw(last_row, V);
   const sampling::SamplingParams& p = s.sampling;
-  const bool stateless = p.greedy() && !p.has_penalties();
+  const bool stateless = p.greedy() && !p.edits_logits();
   if (stateless && s.allowed_tokens.empty()) {
     r.token = sampling::argmax(raw);
   } else {

@@ -132,6 +132,10 @@ void SamplingParams::validate() const {
   if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f)) {
     fail("repetition_penalty must be a finite number > 0, got {}", repetition_penalty);
   }
+  for (const auto& [token, bias] : logit_bias) {
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      fail("logit_bias of token {} must be in [-100, 100], got {}", token, bias);
+  }
 }
 
 void mask_disallowed(std::span<float> logits, std::span<const uint64_t> allowed) {
@@ -143,8 +147,7 @@ void mask_disallowed(std::span<float> logits, std::span<const uint64_t> allowed)
   }
 }
 
-void apply_penalties(std::span<float> logits, const TokenCounts& counts,
-                     const SamplingParams& params) {
+void edit_logits(std::span<float> logits, const TokenCounts& counts, const SamplingParams& params) {
   for (const auto& [token, count] : counts) {
     if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
       fail("penalised token {} is outside the vocabulary of {} logits", token, logits.size());
@@ -154,6 +157,12 @@ void apply_penalties(std::span<float> logits, const TokenCounts& counts,
     // Dividing a negative logit would raise it; multiplying lowers it as intended.
     logit = logit > 0.0f ? logit / params.repetition_penalty : logit * params.repetition_penalty;
     logit -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+  }
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
+      fail("logit_bias token {} is outside the vocabulary of {} logits", token, logits.size());
+    }
+    logits[static_cast<size_t>(token)] += bias;
   }
 }
 
@@ -182,7 +191,7 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(validated(params)), rng_(params.seed ? *params.seed : random_seed()) {}
 
 int32_t Sampler::sample(std::span<float> logits) {
-  apply_penalties(logits, counts_, params_);
+  edit_logits(logits, counts_, params_);
   int32_t token;
   if (params_.greedy()) {
     token = checked_argmax(logits);

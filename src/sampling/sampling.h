@@ -24,14 +24,19 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;               // [-2, 2]
   float repetition_penalty = 1.0f;              // > 0; 1 => off
   std::optional<uint64_t> seed = std::nullopt;  // none => seeded from std::random_device
+  // OpenAI's logit_bias: (token id, bias in [-100, 100]) pairs added to those tokens' logits
+  // after the penalties (-100 all but bans a token, +100 all but forces it).
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
 
   // Throws mlaserve::Error naming the first out-of-range field and its value.
   void validate() const;
   // Temperature 0 or top_k 1 leave only the most likely token.
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
-  // A penalty reads the counts of the tokens generated so far.
-  bool has_penalties() const {
-    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
+  // Whether the logits are edited before sampling: by penalties, which read the counts of the
+  // tokens generated so far, or by logit_bias.
+  bool edits_logits() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f ||
+           !logit_bias.empty();
   }
 };
 
@@ -40,9 +45,9 @@ using TokenCounts = std::unordered_map<int32_t, int32_t>;
 
 // Applies repetition, then frequency and presence penalties to the logits of counted tokens:
 // repetition divides a positive logit by the penalty and multiplies a negative one;
-// frequency subtracts penalty * count; presence subtracts the penalty once.
-void apply_penalties(std::span<float> logits, const TokenCounts& counts,
-                     const SamplingParams& params);
+// frequency subtracts penalty * count; presence subtracts the penalty once. Then adds each
+// logit_bias to its token's logit.
+void edit_logits(std::span<float> logits, const TokenCounts& counts, const SamplingParams& params);
 
 // Structured output: sets the logit of every token whose bit in `allowed` is clear (bit id % 64
 // of word id / 64; ids past the mask count as clear) to -infinity, so no later step picks it.

@@ -287,12 +287,32 @@ TEST(Sampling, PenaltiesChangeLogitsAsSpecified) {
   params.repetition_penalty = 2.0f;
   params.frequency_penalty = 0.5f;
   params.presence_penalty = 0.25f;
-  apply_penalties(logits, {{0, 2}, {1, 1}}, params);
+  edit_logits(logits, {{0, 2}, {1, 1}}, params);
   EXPECT_FLOAT_EQ(logits[0], 2.0f / 2.0f - 0.5f * 2 - 0.25f);
   EXPECT_FLOAT_EQ(logits[1], -2.0f * 2.0f - 0.5f * 1 - 0.25f);
   EXPECT_EQ(logits[2], 1.0f);
   EXPECT_EQ(logits[3], 0.5f);
-  EXPECT_THROW(apply_penalties(logits, {{4, 1}}, params), Error);
+  EXPECT_THROW(edit_logits(logits, {{4, 1}}, params), Error);
+}
+
+// logit_bias adds to the penalised logits; a token outside the vocabulary is an error, a bias
+// outside [-100, 100] fails validation.
+TEST(Sampling, LogitBiasAddsAfterThePenalties) {
+  std::vector<float> logits = {2.0f, -2.0f, 1.0f, 0.5f};
+  SamplingParams params;
+  params.repetition_penalty = 2.0f;
+  params.logit_bias = {{0, 10.0f}, {3, -100.0f}};
+  EXPECT_TRUE(params.edits_logits());
+  edit_logits(logits, {{0, 1}}, params);
+  EXPECT_FLOAT_EQ(logits[0], 2.0f / 2.0f + 10.0f);
+  EXPECT_EQ(logits[2], 1.0f);
+  EXPECT_FLOAT_EQ(logits[3], 0.5f - 100.0f);
+  params.logit_bias = {{4, 1.0f}};
+  EXPECT_THROW(edit_logits(logits, {}, params), Error);
+  params.logit_bias = {{1, 100.5f}};
+  EXPECT_THROW(params.validate(), Error);
+  params.logit_bias = {{1, -100.0f}};
+  EXPECT_NO_THROW(params.validate());
 }
 
 TEST(Sampling, SamplerPenalisesTokensItChoseOrRecorded) {

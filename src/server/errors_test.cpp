@@ -122,6 +122,13 @@ TEST_F(ErrorsTest, OutOfRangeValues) {
   expect_invalid(chat({{"top_logprobs", 2}}), "top_logprobs", "/v1/chat/completions");
   expect_invalid({{"prompt", "Hi"}, {"stream_options", {{"include_usage", true}}}},
                  "stream_options");
+  expect_invalid({{"prompt", "Hi"}, {"logit_bias", 5}}, "logit_bias");
+  expect_invalid({{"prompt", "Hi"}, {"logit_bias", {{"abc", 1}}}}, "logit_bias.abc");
+  expect_invalid({{"prompt", "Hi"}, {"logit_bias", {{"7x", 1}}}}, "logit_bias.7x");
+  expect_invalid({{"prompt", "Hi"}, {"logit_bias", {{"999999", 1}}}}, "logit_bias.999999");
+  expect_invalid({{"prompt", "Hi"}, {"logit_bias", {{"5", "x"}}}}, "logit_bias.5");
+  expect_invalid({{"prompt", "Hi"}, {"logit_bias", {{"5", 101}}}}, "logit_bias");
+  expect_invalid(chat({{"logit_bias", {{"-1", 1}}}}), "logit_bias.-1", "/v1/chat/completions");
 }
 
 TEST_F(ErrorsTest, EmptyInputs) {

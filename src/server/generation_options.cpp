@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <limits>
 
 #include "core/error.h"
@@ -50,6 +51,31 @@ void validate_sampling(const sampling::SamplingParams& params) {
   }
 }
 
+// OpenAI's logit_bias: {"token id": bias}, the ids decimal strings inside the vocabulary, the
+// biases numbers in [-100, 100] (SamplingParams::validate checks the range).
+void read_logit_bias(const nlohmann::json& object, int32_t vocab_size,
+                     sampling::SamplingParams& sampling) {
+  const nlohmann::json* bias = field(object, "logit_bias");
+  if (!bias) return;
+  if (!bias->is_object()) {
+    throw invalid_request("'logit_bias' must be an object mapping token ids to numbers",
+                          "logit_bias");
+  }
+  for (const auto& [key, value] : bias->items()) {
+    const std::string path = "logit_bias." + key;
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (error != std::errc() || end != key.data() + key.size() || id < 0 || id >= vocab_size) {
+      throw invalid_request(
+          fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key, vocab_size), path);
+    }
+    if (!value.is_number()) {
+      throw invalid_request(fmt::format("'{}' must be a number in [-100, 100]", path), path);
+    }
+    sampling.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+}
+
 // The fields OpenAI and SGLang spell alike, read from `object`.
 void read_shared_fields(const nlohmann::json& object, int32_t vocab_size,
                         GenerationOptions& options) {
@@ -64,6 +90,7 @@ void read_shared_fields(const nlohmann::json& object, int32_t vocab_size,
   if (const std::optional<int64_t> seed = read_int(object, "seed")) {
     sampling.seed = static_cast<uint64_t>(*seed);
   }
+  read_logit_bias(object, vocab_size, sampling);
   validate_sampling(sampling);
 
   options.stop = read_string_or_list(object, "stop");
