@@ -222,6 +222,17 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
   cfg.int4_ignore_compiled = std::move(compiled);
 }
 
+// An `eos_token_id` list appended to ids; whether there was one (a single id is the caller's).
+bool read_eos_ids(const json& j, const std::string& origin, std::vector<int64_t>& ids) {
+  if (!j.contains("eos_token_id") || !j["eos_token_id"].is_array()) return false;
+  for (const auto& v : j["eos_token_id"]) {
+    if (!v.is_number_integer())
+      fail("{}: 'eos_token_id' lists {}, not a token id", origin, v.dump());
+    ids.push_back(v.get<int64_t>());
+  }
+  return true;
+}
+
 void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
   if (!c.present("quantization_config")) return;
   const json& q = c.raw("quantization_config");
@@ -347,29 +358,46 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   read_quantization(c, cfg);
 
   cfg.bos_token_id = c.optional<int64_t>("bos_token_id", 0);
-  if (j.contains("eos_token_id") && j["eos_token_id"].is_array()) {
-    for (const auto& v : j["eos_token_id"]) {
-      if (!v.is_number_integer())
-        fail("{}: 'eos_token_id' lists {}, not a token id", origin, v.dump());
-      cfg.eos_token_ids.push_back(v.get<int64_t>());
-    }
-  } else {
+  if (!read_eos_ids(j, origin, cfg.eos_token_ids))
     cfg.eos_token_ids.push_back(c.optional<int64_t>("eos_token_id", 1));
-  }
   return cfg;
 }
 
-ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
-  const auto path = model_dir / "config.json";
+void ModelConfig::add_generation_config(const json& j, const std::string& origin) {
+  if (!j.is_object()) fail("{}: not a JSON object", origin);
+  std::vector<int64_t> ids;
+  if (!read_eos_ids(j, origin, ids) && j.contains("eos_token_id") && !j["eos_token_id"].is_null())
+    ids.push_back(ConfigReader(j, origin).required<int64_t>("eos_token_id"));
+  for (int64_t id : ids) {
+    if (std::find(eos_token_ids.begin(), eos_token_ids.end(), id) == eos_token_ids.end())
+      eos_token_ids.push_back(id);
+  }
+}
+
+namespace {
+
+json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) fail("cannot open {}", path.string());
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::exception& e) {
     fail("{}: invalid JSON: {}", path.string(), e.what());
   }
-  return from_json(j, path.string());
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
+  const auto path = model_dir / "config.json";
+  ModelConfig cfg = from_json(read_json_file(path), path.string());
+  // generation_config.json's end tokens stop generation too, as HF generate, SGLang and vLLM
+  // treat them: Kimi-K2 names [EOS] in config.json but ends its chat turns with <|im_end|>,
+  // which only generation_config.json lists.
+  const auto generation = model_dir / "generation_config.json";
+  if (std::filesystem::exists(generation))
+    cfg.add_generation_config(read_json_file(generation), generation.string());
+  return cfg;
 }
 
 bool ModelConfig::stores_int4(const std::string& module) const {

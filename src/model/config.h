@@ -85,6 +85,8 @@ struct ModelConfig {
   double softmax_scale() const;
 
   static ModelConfig from_json(const nlohmann::json& j, const std::string& origin);
+  // generation_config.json's eos_token_id (an id or a list) added to eos_token_ids.
+  void add_generation_config(const nlohmann::json& j, const std::string& origin);
   static ModelConfig load(const std::filesystem::path& model_dir);
 };
 

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);
   if (j.is_discarded()) return 0;
   try {
-    const auto config = mlaserve::model::ModelConfig::from_json(j, "config.json");
+    auto config = mlaserve::model::ModelConfig::from_json(j, "config.json");
+    config.add_generation_config(j, "generation_config.json");  // the same bytes as that file
     (void)config.softmax_scale();
     (void)config.kv_cache_dim();
     (void)config.index_key_dim();

@@ -291,6 +291,22 @@ TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
                "'num_experts_per_tok' 4294967296 is out of range");
 }
 
+// generation_config.json's eos_token_id (an id or a list) joins config.json's, without repeats;
+// a malformed one is an error naming the file.
+TEST_F(Loader, GenerationConfigEndTokensJoinTheConfigs) {
+  std::ofstream(dir_ / "generation_config.json") << R"({"eos_token_id": [1, 7, 9]})";
+  EXPECT_EQ(ModelConfig::load(dir_).eos_token_ids, (std::vector<int64_t>{1, 7, 9}));
+  std::ofstream(dir_ / "generation_config.json") << R"({"eos_token_id": 5, "top_p": 0.9})";
+  EXPECT_EQ(ModelConfig::load(dir_).eos_token_ids, (std::vector<int64_t>{1, 5}));
+  std::ofstream(dir_ / "generation_config.json") << R"({"eos_token_id": "x"})";
+  try {
+    ModelConfig::load(dir_);
+    ADD_FAILURE() << "a string eos_token_id loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json"), std::string::npos) << e.what();
+  }
+}
+
 // --quantize-lm-head needs a quantization to apply: refused on a dense checkpoint without
 // --quantization (its auto is none), taken on an FP8 one (its auto is fp8).
 TEST(WeightFormat, QuantizedLmHeadNeedsAQuantization) {
