@@ -40,6 +40,9 @@ struct GenerationRequest {
   int top_logprobs = 0;                 // alternatives per token to report (0..20)
   bool logprobs = false;                // report the chosen token's logprob
   std::shared_ptr<TokenConstraint> constraint;  // structured output; null: any token
+  // --enable-priority-scheduling: higher values are admitted first among a DP group's waiting
+  // requests (running requests are not preempted); 0 without the flag.
+  int32_t priority = 0;
 };
 
 // Rejected: the request cannot run as asked (prompt plus max_new_tokens over the context or the

@@ -94,19 +94,28 @@ std::vector<int32_t> GroupScheduler::allocate(int64_t n) {
   return slots_.allocate(n);
 }
 
-// lpm matches every waiting request each step; past 128 of them that costs more than it gains,
-// so the order stays fcfs (as SGLang does).
+// With priorities, higher-priority requests first; then, under lpm, longer cached prefixes
+// first; ties keep their order (arrival, or a retracted request's place at the front). lpm
+// matches every waiting request each step; past 128 of them that costs more than it gains, so
+// the order there stays fcfs (as SGLang does).
 void GroupScheduler::order_waiting() {
   constexpr size_t kMaxLpmQueue = 128;
-  if (limits_.policy != SchedulePolicy::LongestPrefixMatch || !limits_.radix_cache ||
-      waiting_.size() > kMaxLpmQueue) {
-    return;
-  }
-  std::vector<std::pair<int64_t, std::shared_ptr<ActiveRequest>>> keyed;
-  for (auto& r : waiting_) keyed.emplace_back(cached_prefix_length(*r), r);
-  std::stable_sort(keyed.begin(), keyed.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = 0; i < keyed.size(); ++i) waiting_[i] = std::move(keyed[i].second);
+  const bool lpm = limits_.policy == SchedulePolicy::LongestPrefixMatch && limits_.radix_cache &&
+                   waiting_.size() <= kMaxLpmQueue;
+  if (!lpm && !limits_.priority) return;
+  struct Keyed {
+    int32_t priority;
+    int64_t prefix;
+    std::shared_ptr<ActiveRequest> request;
+  };
+  std::vector<Keyed> keyed;
+  for (auto& r : waiting_)
+    keyed.push_back(
+        {limits_.priority ? r->request.priority : 0, lpm ? cached_prefix_length(*r) : 0, r});
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    return a.priority != b.priority ? a.priority > b.priority : a.prefix > b.prefix;
+  });
+  for (size_t i = 0; i < keyed.size(); ++i) waiting_[i] = std::move(keyed[i].request);
 }
 
 // Reuses r's longest cached prefix (at least one token is left to run, for the logits) and

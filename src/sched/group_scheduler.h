@@ -30,6 +30,7 @@ struct GroupLimits {
   bool radix_cache = true;
   bool mixed_steps = true;  // decodes ride along prompt chunks (else a step prefills or decodes)
   SchedulePolicy policy = SchedulePolicy::Fcfs;
+  bool priority = false;  // waiting requests ordered by GenerationRequest::priority first
 };
 
 class GroupScheduler {

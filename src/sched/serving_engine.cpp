@@ -173,6 +173,11 @@ void ServingEngine::take_inbox() {
                       r->prompt_len(), r->request.max_new_tokens, options_.context_length));
       continue;
     }
+    if (r->request.priority != 0 && !options_.limits.priority) {
+      finish(*r, FinishReason::Rejected,
+             "'priority' needs a server started with --enable-priority-scheduling");
+      continue;
+    }
     if (r->request.constraint && r->request.constraint->must_end()) {
       finish(*r, FinishReason::Stop);  // a grammar that matches only the empty output
       continue;

@@ -129,6 +129,9 @@ TEST_F(ErrorsTest, OutOfRangeValues) {
   expect_invalid({{"prompt", "Hi"}, {"logit_bias", {{"5", "x"}}}}, "logit_bias.5");
   expect_invalid({{"prompt", "Hi"}, {"logit_bias", {{"5", 101}}}}, "logit_bias");
   expect_invalid(chat({{"logit_bias", {{"-1", 1}}}}), "logit_bias.-1", "/v1/chat/completions");
+  expect_invalid({{"prompt", "Hi"}, {"priority", "high"}}, "priority");
+  expect_invalid({{"prompt", "Hi"}, {"priority", 1.5}}, "priority");
+  expect_invalid({{"prompt", "Hi"}, {"priority", int64_t{1} << 40}}, "priority");
 }
 
 TEST_F(ErrorsTest, EmptyInputs) {

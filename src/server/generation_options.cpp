@@ -105,6 +105,12 @@ void read_shared_fields(const nlohmann::json& object, int32_t vocab_size,
   options.n = read_bounded_int(object, "n", 1, kMaxChoices, 1);
 }
 
+// Request priority, on every route's top level (as vLLM and SGLang take it).
+void read_priority(const nlohmann::json& body, GenerationOptions& options) {
+  options.priority = read_bounded_int(body, "priority", std::numeric_limits<int32_t>::min(),
+                                      std::numeric_limits<int32_t>::max(), 0);
+}
+
 void read_openai_logprobs(const nlohmann::json& body, Api api, GenerationOptions& options) {
   if (api == Api::Completions) {
     // Legacy completions: "logprobs": N asks for the chosen token and N alternatives.
@@ -148,6 +154,7 @@ GenerationOptions parse_openai_options(const nlohmann::json& body, Api api, int3
   }
   read_openai_logprobs(body, api, options);
   read_stream_options(body, options);
+  read_priority(body, options);
   if (api == Api::Completions) {
     options.echo = read_bool(body, "echo").value_or(false);
     if (options.echo && options.logprobs) {
@@ -171,6 +178,7 @@ GenerationOptions parse_native_options(const nlohmann::json& body, int32_t vocab
   options.logprobs = read_bool(body, "return_logprob").value_or(false);
   options.top_logprobs = read_bounded_int(body, "top_logprobs_num", 0, kMaxTopLogprobs, 0);
   options.return_text_in_logprobs = read_bool(body, "return_text_in_logprobs").value_or(false);
+  read_priority(body, options);
   if (!options.logprobs) options.top_logprobs = 0;
   return options;
 }
@@ -187,6 +195,7 @@ sched::GenerationRequest engine_request(const GenerationOptions& options,
   request.ignore_eos = options.ignore_eos;
   request.logprobs = options.logprobs;
   request.top_logprobs = options.top_logprobs;
+  request.priority = options.priority;
   if (options.make_constraint) request.constraint = options.make_constraint();
   return request;
 }

@@ -33,6 +33,7 @@ struct ServeOptions {
   int64_t max_prefill_tokens = 16384;
   bool disable_radix_cache = false;
   bool disable_mixed_chunk = false;
+  bool enable_priority_scheduling = false;
   double max_step_time_ms = 500;
   std::string schedule_policy = "fcfs";
   std::string load_balance = "cache_aware";
@@ -111,6 +112,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.limits.max_prefill_tokens = std::max<int64_t>(1, o.max_prefill_tokens / groups);
   e.limits.radix_cache = !o.disable_radix_cache;
   e.limits.mixed_steps = !o.disable_mixed_chunk;
+  e.limits.priority = o.enable_priority_scheduling;
   e.prefill_tokens_per_step = o.chunked_prefill_size;
   e.max_step_time_ms = o.max_step_time_ms;
   e.limits.policy = sched::parse_schedule_policy(o.schedule_policy);
@@ -269,6 +271,12 @@ void add_serve(CLI::App& app) {
                   "Order of waiting requests: fcfs (arrival) or lpm (longest cached prefix first)")
       ->check(CLI::IsMember({"fcfs", "lpm"}))
       ->capture_default_str();
+  cmd->add_flag("--enable-priority-scheduling", o->enable_priority_scheduling,
+                "Admit waiting requests by their 'priority' field (higher first; ties in "
+                "--schedule-policy order) within each DP group. Running requests are not "
+                "preempted: a high-priority request waits at most for a running slot or KV room "
+                "to free up. Without this flag a request that sets a non-zero priority is "
+                "refused (400)");
   cmd->add_flag("--disable-radix-cache", o->disable_radix_cache,
                 "Do not reuse the KV of shared prompt prefixes across requests");
   cmd->add_flag("--disable-mixed-chunk", o->disable_mixed_chunk,

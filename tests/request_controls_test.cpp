@@ -1,7 +1,9 @@
-// logit_bias end to end on brown-tiny: -100 on the greedy token makes the model pick another,
-// +100 on a token it would not pick forces it (native /generate and OpenAI completions); and
-// under MTP speculation on brown-tiny-mtp a moderate bias (one that changes the greedy
-// continuation) gives the tokens it gives without speculation: the verify rows carry the bias.
+// Request controls end to end on brown-tiny. Priority: refused (400) by a server started without
+// --enable-priority-scheduling, served by one started with it. logit_bias: -100 on the greedy token
+// makes the model pick another, +100 on a token it would not pick forces it (native /generate and
+// OpenAI completions); and under MTP speculation on brown-tiny-mtp a moderate bias (one that
+// changes the greedy continuation) gives the tokens it gives without speculation: the verify rows
+// carry the bias.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -68,6 +70,24 @@ TEST(LogitBias, SpeculationBiasesDraftsAndVerifyRowsAlike) {
   const int verify_steps = answer["meta_info"].value("spec_verify_ct", 0);
   EXPECT_GT(verify_steps, 0) << answer["meta_info"].dump();
   EXPECT_LT(verify_steps, 24) << answer["meta_info"].dump();
+}
+
+TEST(Priority, NeedsTheFlagAndIsServedWithIt) {
+  const json body = {{"prompt", "The jury"}, {"max_tokens", 2}, {"priority", 3}};
+  {
+    ServerProcess plain("");
+    ASSERT_GT(plain.port(), 0);
+    const auto refused = ServerApi(plain.port()).post("/v1/completions", body.dump());
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 400);
+    EXPECT_NE(refused->body.find("--enable-priority-scheduling"), std::string::npos)
+        << refused->body;
+    // The server keeps serving.
+    EXPECT_EQ(plain.generate(kPrompt, 2).size(), 2u);
+  }
+  ServerProcess prioritised("--enable-priority-scheduling");
+  ASSERT_GT(prioritised.port(), 0);
+  EXPECT_EQ(prioritised.call("/v1/completions", &body)["usage"]["completion_tokens"], 2);
 }
 
 }  // namespace
