@@ -129,6 +129,20 @@ void transpose_keys(const KvRows& keys, const int32_t* slots, int64_t n, int64_t
   });
 }
 
+// s += sum over heads h0..h0+kHeads of w[h] * relu(a[h]), for the block's 32 keys (a0: keys
+// 0-15, a1: keys 16-31): the head sums of score_heads and score_heads_bf16 into a block's scores.
+template <int kHeads>
+MLASERVE_AVX512 inline __attribute__((always_inline)) void add_weighted_relu(
+    const float* w, int64_t h0, const __m512 (&a0)[kHeads], const __m512 (&a1)[kHeads], __m512& s0,
+    __m512& s1) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int h = 0; h < kHeads; ++h) {
+    const __m512 wh = _mm512_set1_ps(w[h0 + h]);
+    s0 = _mm512_fmadd_ps(wh, _mm512_max_ps(a0[h], zero), s0);
+    s1 = _mm512_fmadd_ps(wh, _mm512_max_ps(a1[h], zero), s1);
+  }
+}
+
 // Adds sum_{h in [h0, h0 + kHeads)} w[h] * relu(q[h] . key_j) for the block's 32 keys to s0
 // (keys 0-15) and s1 (16-31): kHeads heads at a time, 2 * kHeads independent FMA chains.
 template <int kHeads>
@@ -150,11 +164,7 @@ MLASERVE_AVX512 inline __attribute__((always_inline)) void score_heads(const flo
       a1[h] = _mm512_fmadd_ps(qd, k1, a1[h]);
     }
   }
-  for (int h = 0; h < kHeads; ++h) {
-    const __m512 wh = _mm512_set1_ps(w[h0 + h]);
-    s0 = _mm512_fmadd_ps(wh, _mm512_max_ps(a0[h], zero), s0);
-    s1 = _mm512_fmadd_ps(wh, _mm512_max_ps(a1[h], zero), s1);
-  }
+  add_weighted_relu<kHeads>(w, h0, a0, a1, s0, s1);
 }
 
 // out[j] = sum_h w[h] * relu(q[h] . key_j) for the block's 32 keys, four heads at a time (each
@@ -208,11 +218,7 @@ MLASERVE_AVX512_BF16 inline __attribute__((always_inline)) void score_heads_bf16
       a1[h] = _mm512_dpbf16_ps(a1[h], k1, qp);
     }
   }
-  for (int h = 0; h < kHeads; ++h) {
-    const __m512 wh = _mm512_set1_ps(w[h0 + h]);
-    s0 = _mm512_fmadd_ps(wh, _mm512_max_ps(a0[h], zero), s0);
-    s1 = _mm512_fmadd_ps(wh, _mm512_max_ps(a1[h], zero), s1);
-  }
+  add_weighted_relu<kHeads>(w, h0, a0, a1, s0, s1);
 }
 
 MLASERVE_AVX512_BF16 void score_block_bf16(const uint32_t* q2, const float* w, const bf16* tile,

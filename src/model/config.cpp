@@ -210,7 +210,6 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
     for (const json& entry : q["ignore"]) {
       if (!entry.is_string()) fail("{}.ignore holds a non-string {}", where, entry.dump());
       const auto name = entry.get<std::string>();
-      cfg.int4_ignore.push_back(name);
       if (!name.starts_with("re:")) {
         compiled->names.push_back(name);
         continue;
@@ -219,7 +218,7 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
     }
   }
   compiled->limits = match_limits();
-  cfg.int4_ignore_compiled = std::move(compiled);
+  cfg.int4_ignore = std::move(compiled);
 }
 
 // An `eos_token_id` list appended to ids; whether there was one (a single id is the caller's).
@@ -403,8 +402,8 @@ ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
 bool ModelConfig::stores_int4(const std::string& module) const {
   // compressed-tensors quantizes the Linear modules its config targets: an embedding never.
   if (int4_group_size == 0 || module.ends_with("embed_tokens")) return false;
-  if (!int4_ignore_compiled) return true;
-  const Int4Ignore& ignore = *int4_ignore_compiled;
+  if (!int4_ignore) return true;
+  const Int4Ignore& ignore = *int4_ignore;
   if (std::find(ignore.names.begin(), ignore.names.end(), module) != ignore.names.end())
     return false;
   for (const auto& pattern : ignore.patterns) {

@@ -65,10 +65,9 @@ struct ModelConfig {
   bool fp8_block_quantized = false;  // quantization_config fp8 e4m3, 128x128 block scales
   // quantization_config compressed-tensors pack-quantized int4 (Kimi-K2-Thinking): the group
   // size (0: not such a checkpoint) and the `ignore` list of modules left unquantized (names,
-  // or "re:" regexes over module names).
+  // and "re:" regexes over module names compiled once; stores_int4 reads it).
   int64_t int4_group_size = 0;
-  std::vector<std::string> int4_ignore;
-  std::shared_ptr<const struct Int4Ignore> int4_ignore_compiled;  // the same, compiled once
+  std::shared_ptr<const struct Int4Ignore> int4_ignore;
   // Whether the checkpoint stores a module (a tensor name less ".weight") as packed int4.
   bool stores_int4(const std::string& module) const;
   bool quantized_checkpoint() const { return fp8_block_quantized || int4_group_size > 0; }

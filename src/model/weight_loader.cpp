@@ -469,13 +469,16 @@ uint8_t four_bit_code(kernels::WeightType type, float v, float scale) {
   const float x = v / scale;
   if (type == kernels::WeightType::INT4)
     return static_cast<uint8_t>(std::clamp(std::nearbyint(x), -8.0f, 7.0f) + 8.0f);
-  uint8_t best = 0;  // the e2m1 magnitude nearest |x| (ties to the even code)
-  for (uint8_t code = 1; code < 8; ++code) {
-    const float d = std::fabs(kernels::code_value(type, code) - std::fabs(x));
-    const float best_d = std::fabs(kernels::code_value(type, best) - std::fabs(x));
-    if (d < best_d || (d == best_d && code % 2 == 0)) best = code;
+  // The e2m1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) nearest |x|, found by the midpoints between
+  // neighbours; a value on a midpoint goes to the even code.
+  constexpr float kMidpoints[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const float magnitude = std::fabs(x);
+  uint8_t code = 0;
+  while (code < 7 &&
+         (magnitude > kMidpoints[code] || (magnitude == kMidpoints[code] && (code + 1) % 2 == 0))) {
+    ++code;
   }
-  return static_cast<uint8_t>((std::signbit(x) && best != 0 ? 0x8 : 0) | best);
+  return static_cast<uint8_t>((std::signbit(x) && code != 0 ? 0x8 : 0) | code);
 }
 
 }  // namespace

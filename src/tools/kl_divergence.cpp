@@ -42,9 +42,8 @@ KlBaseWriter::KlBaseWriter(const std::string& path, int64_t vocab, int64_t token
 }
 
 void KlBaseWriter::add(std::span<const float> logits) {
-  std::vector<double> log_probs;
-  log_softmax(logits, log_probs);
-  row_.assign(log_probs.begin(), log_probs.end());
+  log_softmax(logits, log_probs_);
+  row_.assign(log_probs_.begin(), log_probs_.end());
   if (std::fwrite(row_.data(), 4, row_.size(), file_.get()) != row_.size())
     fail("cannot write {}: {}", path_, std::strerror(errno));
   ++written_;

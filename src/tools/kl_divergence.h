@@ -27,6 +27,7 @@ class KlBaseWriter {
   std::string path_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
   int64_t vocab_, tokens_, written_ = 0;
+  std::vector<double> log_probs_;  // one token's, kept across calls
   std::vector<float> row_;
 };
 
