@@ -10,6 +10,31 @@ nlohmann::json string_or_null(const std::string& value) {
   return value.empty() ? nlohmann::json(nullptr) : nlohmann::json(value);
 }
 
+// Anthropic's error types by HTTP status (its documented list; 529 is its "overloaded").
+std::string anthropic_error_type(int status) {
+  switch (status) {
+    case 400:
+    case 405:
+    case 422:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+    case 529:
+      return "overloaded_error";
+    default:
+      return "api_error";
+  }
+}
+
 }  // namespace
 
 ApiError::ApiError(int status, const std::string& message, std::string type, std::string param,
@@ -20,7 +45,11 @@ ApiError::ApiError(int status, const std::string& message, std::string type, std
       param_(std::move(param)),
       code_(std::move(code)) {}
 
-nlohmann::json ApiError::to_json() const {
+nlohmann::json ApiError::to_json(ApiDialect dialect) const {
+  if (dialect == ApiDialect::Anthropic) {
+    return {{"type", "error"},
+            {"error", {{"type", anthropic_error_type(status_)}, {"message", what()}}}};
+  }
   return {{"error",
            {{"message", what()},
             {"type", type_},

@@ -1,6 +1,7 @@
-// Errors returned to API clients, in OpenAI's shape:
-// {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with a matching HTTP status.
-// Request handlers throw ApiError; the route wrapper turns it into the response.
+// Errors returned to API clients with a matching HTTP status, in the shape of the route's API:
+// OpenAI's {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}, or Anthropic's
+// {"type": "error", "error": {"type": ..., "message": ...}}. Request handlers throw ApiError; the
+// route wrapper turns it into the response.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,9 @@
 
 namespace mlaserve::server {
 
+// Which API's conventions a route follows: its error body and its stream's framing.
+enum class ApiDialect { OpenAi, Anthropic };
+
 class ApiError : public std::runtime_error {
  public:
   // `param` and `code` may be empty (sent as null).
@@ -16,7 +20,7 @@ class ApiError : public std::runtime_error {
            std::string code = {});
 
   int status() const { return status_; }
-  nlohmann::json to_json() const;
+  nlohmann::json to_json(ApiDialect dialect = ApiDialect::OpenAi) const;
 
  private:
   int status_;

@@ -2,12 +2,16 @@
 
 namespace mlaserve::server {
 
-std::vector<nlohmann::json> GenerationFormat::stream_start(const GenerationBatch&) const {
+std::vector<SseEvent> GenerationFormat::stream_start(const GenerationBatch&) const {
   return {};
 }
 
-std::vector<nlohmann::json> GenerationFormat::stream_end(const GenerationBatch&) const {
+std::vector<SseEvent> GenerationFormat::stream_end(const GenerationBatch&) const {
   return {};
+}
+
+std::vector<SseEvent> GenerationFormat::stream_error(const ApiError& error) const {
+  return {error.to_json()};
 }
 
 }  // namespace mlaserve::server

@@ -2,12 +2,15 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "server/api_error.h"
 #include "server/choice_state.h"
 #include "server/generation_batch.h"
+#include "server/http_response.h"
 
 namespace mlaserve::server {
 
@@ -19,12 +22,16 @@ class GenerationFormat {
   virtual nlohmann::json response(const GenerationBatch& batch) const = 0;
 
   // Events sent before any generated text (e.g. the chat role, an echoed prompt).
-  virtual std::vector<nlohmann::json> stream_start(const GenerationBatch& batch) const;
-  // The event for what choice `index` produced since its last event.
-  virtual nlohmann::json stream_update(const GenerationBatch& batch, size_t index,
-                                       const ChoiceState::Update& update) const = 0;
-  // Events after every choice has finished, before [DONE] (e.g. usage).
-  virtual std::vector<nlohmann::json> stream_end(const GenerationBatch& batch) const;
+  virtual std::vector<SseEvent> stream_start(const GenerationBatch& batch) const;
+  // The events for what choice `index` produced since its last events.
+  virtual std::vector<SseEvent> stream_update(const GenerationBatch& batch, size_t index,
+                                              const ChoiceState::Update& update) const = 0;
+  // Events after every choice has finished (e.g. usage).
+  virtual std::vector<SseEvent> stream_end(const GenerationBatch& batch) const;
+  // The events of a stream that fails after it began: by default the API's error body.
+  virtual std::vector<SseEvent> stream_error(const ApiError& error) const;
+  // What a stream ends with after its last event: OpenAI's chat and SGLang's "data: [DONE]".
+  virtual std::string_view stream_terminator() const { return kSseDone; }
 };
 
 }  // namespace mlaserve::server

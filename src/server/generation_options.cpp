@@ -164,6 +164,53 @@ GenerationOptions parse_openai_options(const nlohmann::json& body, Api api, int3
   return options;
 }
 
+GenerationOptions parse_anthropic_options(const nlohmann::json& body, bool needs_max_tokens) {
+  GenerationOptions options;
+  read_float(body, "temperature", options.sampling.temperature);
+  read_float(body, "top_p", options.sampling.top_p);
+  options.sampling.top_k =
+      read_bounded_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), -1);
+  validate_sampling(options.sampling);
+  options.max_new_tokens = read_max_tokens(body, "max_tokens");
+  if (needs_max_tokens && !options.max_new_tokens) {
+    throw invalid_request("'max_tokens' is required", "max_tokens");
+  }
+  if (const nlohmann::json* stops = field(body, "stop_sequences")) {
+    if (!stops->is_array()) {
+      throw invalid_request("'stop_sequences' must be a list of strings", "stop_sequences");
+    }
+    options.stop = read_string_or_list(body, "stop_sequences");
+  }
+  for (const std::string& stop : options.stop) {
+    if (stop.empty()) throw invalid_request("'stop_sequences' must not hold empty strings", "stop_sequences");
+  }
+  options.stream = read_bool(body, "stream").value_or(false);
+  read_priority(body, options);
+  return options;
+}
+
+GenerationOptions parse_responses_options(const nlohmann::json& body, int32_t vocab_size) {
+  GenerationOptions options;
+  sampling::SamplingParams& sampling = options.sampling;
+  read_float(body, "temperature", sampling.temperature);
+  read_float(body, "top_p", sampling.top_p);
+  read_float(body, "min_p", sampling.min_p);
+  read_float(body, "presence_penalty", sampling.presence_penalty);
+  read_float(body, "frequency_penalty", sampling.frequency_penalty);
+  sampling.top_k = read_bounded_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), -1);
+  if (const std::optional<int64_t> seed = read_int(body, "seed")) {
+    sampling.seed = static_cast<uint64_t>(*seed);
+  }
+  read_logit_bias(body, vocab_size, sampling);
+  validate_sampling(sampling);
+  options.max_new_tokens = read_max_tokens(body, "max_output_tokens");
+  options.top_logprobs = read_bounded_int(body, "top_logprobs", 0, kMaxTopLogprobs, 0);
+  options.logprobs = options.top_logprobs > 0;
+  options.stream = read_bool(body, "stream").value_or(false);
+  read_priority(body, options);
+  return options;
+}
+
 GenerationOptions parse_native_options(const nlohmann::json& body, int32_t vocab_size) {
   GenerationOptions options;
   static const nlohmann::json kNoSamplingParams = nlohmann::json::object();

@@ -38,6 +38,12 @@ struct GenerationOptions {
 
 // Fields of /v1/completions (api Completions) or /v1/chat/completions (api Chat).
 GenerationOptions parse_openai_options(const nlohmann::json& body, Api api, int32_t vocab_size);
+// Fields of Anthropic's /v1/messages: "max_tokens" (required when `needs_max_tokens`),
+// "temperature", "top_p", "top_k", "stop_sequences", "stream" (and our "priority").
+GenerationOptions parse_anthropic_options(const nlohmann::json& body, bool needs_max_tokens);
+// Fields of OpenAI's /v1/responses: "max_output_tokens", "temperature", "top_p", "top_logprobs",
+// "stream" (and our "seed", "top_k", "min_p", penalties, "priority").
+GenerationOptions parse_responses_options(const nlohmann::json& body, int32_t vocab_size);
 // Fields of /generate: "sampling_params" {...}, "stream", "return_logprob", "top_logprobs_num".
 GenerationOptions parse_native_options(const nlohmann::json& body, int32_t vocab_size);
 

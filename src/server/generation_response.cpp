@@ -36,7 +36,7 @@ class EventStream {
     } catch (const std::exception& error) {
       spdlog::error("stream failed: {}", error.what());
       batch_->abort_unfinished("stream failed");
-      return finish(sink, {server_error(error.what()).to_json()});
+      return finish(sink, format_->stream_error(server_error(error.what())));
     }
   }
 
@@ -53,8 +53,7 @@ class EventStream {
     if (!write_updates(sink)) return give_up("client disconnected");
     if (const ChoiceState* failed = batch_->first_error()) {
       batch_->abort_unfinished("another choice failed");
-      const ApiError error = server_error(failed->finish()->message);
-      return finish(sink, {error.to_json()});
+      return finish(sink, format_->stream_error(server_error(failed->finish()->message)));
     }
     if (batch_->all_finished()) return finish(sink, format_->stream_end(*batch_));
     return true;
@@ -68,21 +67,22 @@ class EventStream {
       // still goes out.
       if (update.finish && update.finish->kind == FinishKind::Error) update.finish = nullptr;
       if (update.empty()) continue;
-      if (!write(sink, sse_event(format_->stream_update(*batch_, i, update)))) return false;
+      if (!write_all(sink, format_->stream_update(*batch_, i, update))) return false;
     }
     return true;
   }
 
-  bool finish(httplib::DataSink& sink, const std::vector<nlohmann::json>& last_events) {
-    if (!write_all(sink, last_events) || !write(sink, std::string(kSseDone))) {
+  bool finish(httplib::DataSink& sink, const std::vector<SseEvent>& last_events) {
+    if (!write_all(sink, last_events) ||
+        !write(sink, std::string(format_->stream_terminator()))) {
       return give_up("client disconnected");
     }
     sink.done();
     return true;
   }
 
-  bool write_all(httplib::DataSink& sink, const std::vector<nlohmann::json>& events) {
-    for (const nlohmann::json& event : events) {
+  bool write_all(httplib::DataSink& sink, const std::vector<SseEvent>& events) {
+    for (const SseEvent& event : events) {
       if (!write(sink, sse_event(event))) return false;
     }
     return true;

@@ -11,12 +11,13 @@ void send_json(httplib::Response& response, const nlohmann::json& body, int stat
   response.set_content(json_text(body), "application/json");
 }
 
-void send_error(httplib::Response& response, const ApiError& error) {
-  send_json(response, error.to_json(), error.status());
+void send_error(httplib::Response& response, const ApiError& error, ApiDialect dialect) {
+  send_json(response, error.to_json(dialect), error.status());
 }
 
-std::string sse_event(const nlohmann::json& value) {
-  return "data: " + json_text(value) + "\n\n";
+std::string sse_event(const SseEvent& event) {
+  std::string text = event.name.empty() ? "" : "event: " + event.name + "\n";
+  return text + "data: " + json_text(event.data) + "\n\n";
 }
 
 }  // namespace mlaserve::server

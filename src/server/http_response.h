@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "server/api_error.h"
 
@@ -15,10 +16,20 @@ namespace mlaserve::server {
 std::string json_text(const nlohmann::json& value);
 
 void send_json(httplib::Response& response, const nlohmann::json& body, int status = 200);
-void send_error(httplib::Response& response, const ApiError& error);
+void send_error(httplib::Response& response, const ApiError& error,
+                ApiDialect dialect = ApiDialect::OpenAi);
 
-// One server-sent event carrying `value`: "data: {json}\n\n".
-std::string sse_event(const nlohmann::json& value);
+// A server-sent event: OpenAI's chat and SGLang streams send data only, the Responses and
+// Anthropic APIs name each event.
+struct SseEvent {
+  SseEvent(nlohmann::json data) : data(std::move(data)) {}  // NOLINT: implicit, data only
+  SseEvent(std::string name, nlohmann::json data) : name(std::move(name)), data(std::move(data)) {}
+  std::string name;  // empty: no "event:" line
+  nlohmann::json data;
+};
+
+// "event: NAME\ndata: {json}\n\n" (without the first line when the event has no name).
+std::string sse_event(const SseEvent& event);
 // The event that ends OpenAI and SGLang streams.
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 

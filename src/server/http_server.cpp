@@ -13,6 +13,7 @@
 #include "server/native_routes.h"
 #include "server/openai_routes.h"
 #include "server/request_clock.h"
+#include "server/anthropic.h"
 #include "server/route_table.h"
 #include "server/server_context.h"
 
@@ -63,6 +64,7 @@ HttpServer::HttpServer(ServerOptions options, sched::EngineHandle& engine,
       server_(std::make_unique<ListeningServer>()),
       routes_(std::make_unique<RouteTable>(*server_, *context_)) {
   add_openai_routes(*routes_, *context_);
+  add_anthropic_routes(*routes_, *context_);
   add_native_routes(*routes_, *context_);
   routes_->add_fallbacks();
   install_hooks();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "server/api_error.h"
 
@@ -153,6 +154,78 @@ std::vector<int32_t> read_token_ids(const nlohmann::json& value, std::string_vie
     ids.push_back(static_cast<int32_t>(*id));
   }
   return ids;
+}
+
+FieldsAt::FieldsAt(const nlohmann::json& value, std::string path)
+    : object_(value), path_(std::move(path)) {
+  if (!value.is_object()) throw wrong_type(path_, "an object", value);
+}
+
+std::string FieldsAt::path_of(std::string_view key) const {
+  return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+}
+
+std::optional<std::string> FieldsAt::string(std::string_view key) const {
+  const nlohmann::json* value = get(key);
+  if (!value) return std::nullopt;
+  if (!value->is_string()) throw wrong_type(path_of(key), "a string", *value);
+  return value->get<std::string>();
+}
+
+std::optional<int64_t> FieldsAt::integer(std::string_view key) const {
+  const nlohmann::json* value = get(key);
+  if (!value) return std::nullopt;
+  const std::optional<int64_t> number = as_int(*value);
+  if (!number) throw wrong_type(path_of(key), "an integer", *value);
+  return number;
+}
+
+std::optional<double> FieldsAt::number(std::string_view key) const {
+  const nlohmann::json* value = get(key);
+  if (!value) return std::nullopt;
+  if (!value->is_number()) throw wrong_type(path_of(key), "a number", *value);
+  return value->get<double>();
+}
+
+std::optional<bool> FieldsAt::boolean(std::string_view key) const {
+  const nlohmann::json* value = get(key);
+  if (!value) return std::nullopt;
+  if (!value->is_boolean()) throw wrong_type(path_of(key), "a boolean", *value);
+  return value->get<bool>();
+}
+
+const nlohmann::json* FieldsAt::list(std::string_view key) const {
+  const nlohmann::json* value = get(key);
+  if (value && !value->is_array()) throw wrong_type(path_of(key), "a list", *value);
+  return value;
+}
+
+std::optional<FieldsAt> FieldsAt::object(std::string_view key) const {
+  const nlohmann::json* value = get(key);
+  if (!value) return std::nullopt;
+  return FieldsAt(*value, path_of(key));
+}
+
+std::string FieldsAt::required_string(std::string_view key) const {
+  std::optional<std::string> value = string(key);
+  if (!value) throw invalid_request(fmt::format("'{}' is required", path_of(key)), path_of(key));
+  return std::move(*value);
+}
+
+const nlohmann::json& FieldsAt::required_list(std::string_view key) const {
+  const nlohmann::json* value = list(key);
+  if (!value) throw invalid_request(fmt::format("'{}' is required", path_of(key)), path_of(key));
+  return *value;
+}
+
+FieldsAt FieldsAt::required_object(std::string_view key) const {
+  std::optional<FieldsAt> value = object(key);
+  if (!value) throw invalid_request(fmt::format("'{}' is required", path_of(key)), path_of(key));
+  return *value;
+}
+
+std::string item_path(std::string_view list_path, size_t index) {
+  return fmt::format("{}[{}]", list_path, index);
 }
 
 }  // namespace mlaserve::server

@@ -34,6 +34,39 @@ std::optional<std::string> read_string(const nlohmann::json& object, std::string
 // A string or a list of strings (the "stop" field); empty when not given.
 std::vector<std::string> read_string_or_list(const nlohmann::json& object, std::string_view key);
 
+// The fields of an object nested in a body, named by their path in errors ("messages[2].content"):
+// the same reads as above, plus required fields and nested lists and objects.
+class FieldsAt {
+ public:
+  // 400 naming `path` unless `value` is an object.
+  FieldsAt(const nlohmann::json& value, std::string path);
+
+  const nlohmann::json& json() const { return object_; }
+  const std::string& path() const { return path_; }
+  std::string path_of(std::string_view key) const;
+
+  // The value of `key`, or nullptr when it is absent or null.
+  const nlohmann::json* get(std::string_view key) const { return field(object_, key); }
+  std::optional<std::string> string(std::string_view key) const;
+  std::optional<int64_t> integer(std::string_view key) const;
+  std::optional<double> number(std::string_view key) const;
+  std::optional<bool> boolean(std::string_view key) const;
+  // A list or object field, nullptr when absent; a 400 when it has another type.
+  const nlohmann::json* list(std::string_view key) const;
+  std::optional<FieldsAt> object(std::string_view key) const;
+  // Required fields: a 400 naming the field when absent, null or of another type.
+  std::string required_string(std::string_view key) const;
+  const nlohmann::json& required_list(std::string_view key) const;
+  FieldsAt required_object(std::string_view key) const;
+
+ private:
+  const nlohmann::json& object_;
+  std::string path_;
+};
+
+// "path[index]": the path of a list's item.
+std::string item_path(std::string_view list_path, size_t index);
+
 // Token ids in [0, vocab_size): `value` must be an array of integers. `param` names it in errors.
 std::vector<int32_t> read_token_ids(const nlohmann::json& value, std::string_view param,
                                     int32_t vocab_size);

@@ -53,11 +53,11 @@ class NativeFormat final : public GenerationFormat {
   }
 
   // SGLang streams carry the cumulative text and ids so far.
-  nlohmann::json stream_update(const GenerationBatch& batch, size_t index,
-                               const ChoiceState::Update&) const override {
+  std::vector<SseEvent> stream_update(const GenerationBatch& batch, size_t index,
+                                      const ChoiceState::Update&) const override {
     nlohmann::json event = item(batch, index);
     if (list_response_) event["index"] = index;
-    return event;
+    return {std::move(event)};
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "server/chat_output.h"
+#include "server/chat_request.h"
 #include "server/json_fields.h"
 #include "server/openai_format.h"
 #include "server/openai_handlers.h"
@@ -16,24 +17,6 @@ namespace {
 
 // Like vLLM: without max_tokens a chat may use all the context the prompt leaves.
 constexpr int64_t kDefaultMaxTokens = std::numeric_limits<int64_t>::max();
-
-// How a choice's text is split: reasoning (thinking on, or a reasoning parser), content, tool
-// calls (in the model's syntax).
-struct ChatParsing {
-  bool reasoning = false;
-  std::optional<ToolSyntax> tool_calls;
-  ChatOutputParser parser() const { return ChatOutputParser(reasoning, tool_calls); }
-};
-
-// Whether the answer begins with reasoning. A chat format with a thinking switch (DeepSeek-V3.1's
-// template, V3.2's format) thinks exactly when chat_template_kwargs turn thinking on, whatever
-// the reasoning parser; otherwise --reasoning-parser deepseek-r1 always splits, deepseek-v3 when
-// thinking is on.
-bool splits_reasoning(const ServerContext& context, bool thinking) {
-  if (context.tokenizer.hybrid_thinking()) return thinking;
-  const std::string& parser = context.options.reasoning_parser;
-  return parser == "deepseek-r1" || (parser == "deepseek-v3" && thinking);
-}
 
 // A choice that called tools and then stopped finishes with "tool_calls", as OpenAI's do.
 nlohmann::json chat_finish_reason(const Finish* finish, bool called_tools) {
@@ -110,8 +93,8 @@ class ChatFormat final : public GenerationFormat {
   }
 
   // The first delta of each choice carries its role, as OpenAI streams do.
-  std::vector<nlohmann::json> stream_start(const GenerationBatch& batch) const override {
-    std::vector<nlohmann::json> events;
+  std::vector<SseEvent> stream_start(const GenerationBatch& batch) const override {
+    std::vector<SseEvent> events;
     streams_.assign(batch.choices().size(), {parsing_.parser(), false});
     for (size_t i = 0; i < batch.choices().size(); ++i) {
       events.push_back(chunk({{"index", i},
@@ -122,19 +105,19 @@ class ChatFormat final : public GenerationFormat {
     return events;
   }
 
-  nlohmann::json stream_update(const GenerationBatch&, size_t index,
-                               const ChoiceState::Update& update) const override {
+  std::vector<SseEvent> stream_update(const GenerationBatch&, size_t index,
+                                      const ChoiceState::Update& update) const override {
     ChoiceStream& stream = streams_[index];
     ChatDelta parsed = stream.parser.push(update.text);
     if (update.finish) parsed.append(stream.parser.finish());
     stream.called_tools = stream.called_tools || !parsed.tool_calls.empty();
-    return chunk({{"index", index},
-                  {"delta", delta_json(parsed, update.finish != nullptr)},
-                  {"logprobs", logprobs_json(update.tokens)},
-                  {"finish_reason", chat_finish_reason(update.finish, stream.called_tools)}});
+    return {chunk({{"index", index},
+                   {"delta", delta_json(parsed, update.finish != nullptr)},
+                   {"logprobs", logprobs_json(update.tokens)},
+                   {"finish_reason", chat_finish_reason(update.finish, stream.called_tools)}})};
   }
 
-  std::vector<nlohmann::json> stream_end(const GenerationBatch& batch) const override {
+  std::vector<SseEvent> stream_end(const GenerationBatch& batch) const override {
     if (!include_usage_) return {};
     nlohmann::json last = header_.json("chat.completion.chunk");
     last["choices"] = nlohmann::json::array();
@@ -189,24 +172,19 @@ void handle_chat_completions(ServerContext& context, const httplib::Request& req
                              httplib::Response& response) {
   const nlohmann::json body = parse_json_object(request.body);
   check_model(body, context);
-  GenerationOptions options = parse_openai_options(body, Api::Chat, context.tokenizer.vocab_size());
   const OrderedBody ordered(request.body);
-  const nlohmann::ordered_json kwargs = chat_template_kwargs(body, ordered);
-  const bool thinking = tokenizer::thinking_requested(kwargs);
-  // The prompt ends in an open thinking block only where the format has the switch.
-  const std::optional<ToolRequest> tools = parse_tool_request(
-      body, ordered, context.tokenizer, thinking && context.tokenizer.hybrid_thinking());
-  if (grammar::GrammarPtr grammar = chat_output_grammar(tools, body, ordered, context.grammars)) {
-    options.make_constraint = context.grammars.constraints(std::move(grammar));
-  }
-  const std::vector<Prompt> prompts = {chat_prompt(
-      body, context.tokenizer, tools ? ordered.at("/tools") : nlohmann::ordered_json(), kwargs)};
+  ChatRequest chat;
+  chat.options = parse_openai_options(body, Api::Chat, context.tokenizer.vocab_size());
+  chat.template_kwargs = chat_template_kwargs(body, ordered);
+  chat.tools = parse_tool_request(body, ordered, context.tokenizer);
+  chat.output_format = response_format(body, ordered);
+  chat.messages = chat_messages(body);
   const OpenAiResponseHeader header{new_request_id("chatcmpl-"), unix_time_now(),
                                     context.served_model_name()};
-  ChatParsing parsing{splits_reasoning(context, thinking), std::nullopt};
-  if (tools && tools->parses_calls()) parsing.tool_calls = tools->syntax;
-  run_openai_generation(context, request, response, prompts, options, kDefaultMaxTokens, header.id,
-                        std::make_shared<ChatFormat>(header, options, context.tokenizer, parsing));
+  run_chat(context, request, response, std::move(chat), header.id, kDefaultMaxTokens,
+           [&](const ChatRequest& sent, const ChatParsing& parsing) {
+             return std::make_shared<ChatFormat>(header, sent.options, context.tokenizer, parsing);
+           });
 }
 
 }  // namespace mlaserve::server

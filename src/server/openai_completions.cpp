@@ -37,8 +37,8 @@ class CompletionFormat final : public GenerationFormat {
     return body;
   }
 
-  std::vector<nlohmann::json> stream_start(const GenerationBatch& batch) const override {
-    std::vector<nlohmann::json> events;
+  std::vector<SseEvent> stream_start(const GenerationBatch& batch) const override {
+    std::vector<SseEvent> events;
     if (echoed_prompts_.empty()) return events;
     for (size_t i = 0; i < batch.choices().size(); ++i) {
       events.push_back(chunk(choice_json(i, echo_of(batch.choices()[i]), {}, nullptr)));
@@ -46,12 +46,12 @@ class CompletionFormat final : public GenerationFormat {
     return events;
   }
 
-  nlohmann::json stream_update(const GenerationBatch&, size_t index,
-                               const ChoiceState::Update& update) const override {
-    return chunk(choice_json(index, std::string(update.text), update.tokens, update.finish));
+  std::vector<SseEvent> stream_update(const GenerationBatch&, size_t index,
+                                      const ChoiceState::Update& update) const override {
+    return {chunk(choice_json(index, std::string(update.text), update.tokens, update.finish))};
   }
 
-  std::vector<nlohmann::json> stream_end(const GenerationBatch& batch) const override {
+  std::vector<SseEvent> stream_end(const GenerationBatch& batch) const override {
     if (!include_usage_) return {};
     nlohmann::json last = header_.json("text_completion");
     last["choices"] = nlohmann::json::array();
@@ -106,8 +106,8 @@ void handle_completions(ServerContext& context, const httplib::Request& request,
   check_model(body, context);
   GenerationOptions options =
       parse_openai_options(body, Api::Completions, context.tokenizer.vocab_size());
-  if (grammar::GrammarPtr grammar =
-          response_format_grammar(body, OrderedBody(request.body), context.grammars)) {
+  if (grammar::GrammarPtr grammar = output_format_grammar(
+          response_format(body, OrderedBody(request.body)), context.grammars, "response_format")) {
     options.make_constraint = context.grammars.constraints(std::move(grammar));
   }
   const std::vector<Prompt> prompts = completion_prompts(body, context.tokenizer);

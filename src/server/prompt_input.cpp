@@ -80,7 +80,9 @@ nlohmann::json content_as_text(const nlohmann::json& content) {
   return text;
 }
 
-nlohmann::json normalized_messages(const nlohmann::json& body) {
+}  // namespace
+
+nlohmann::ordered_json chat_messages(const nlohmann::json& body) {
   const nlohmann::json* messages = field(body, "messages");
   if (!messages || !messages->is_array() || messages->empty()) {
     throw invalid_request("'messages' must be a non-empty list", "messages");
@@ -94,10 +96,8 @@ nlohmann::json normalized_messages(const nlohmann::json& body) {
     copy["content"] = content_as_text(message.value("content", nlohmann::json()));
     normalized.push_back(std::move(copy));
   }
-  return normalized;
+  return nlohmann::ordered_json::parse(normalized.dump());
 }
-
-}  // namespace
 
 std::vector<Prompt> completion_prompts(const nlohmann::json& body,
                                        const tokenizer::Tokenizer& tokenizer) {
@@ -131,9 +131,8 @@ nlohmann::ordered_json chat_template_kwargs(const nlohmann::json& body,
   return ordered.at("/chat_template_kwargs");
 }
 
-Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer,
+Prompt chat_prompt(const nlohmann::ordered_json& messages, const tokenizer::Tokenizer& tokenizer,
                    const nlohmann::ordered_json& tools, const nlohmann::ordered_json& kwargs) {
-  const nlohmann::json messages = normalized_messages(body);
   if (!tokenizer.has_chat_template()) {
     throw invalid_request("The model's tokenizer has no chat template; use /v1/completions",
                           "messages");
@@ -141,7 +140,7 @@ Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& token
   std::string rendered;
   try {
     tokenizer::ChatInput input;
-    input.messages = nlohmann::ordered_json::parse(messages.dump());
+    input.messages = messages;
     input.tools = tools;
     input.kwargs = kwargs;
     rendered = tokenizer.render_chat(input);

@@ -28,9 +28,12 @@ std::vector<Prompt> completion_prompts(const nlohmann::json& body,
 // variable the server passes itself (messages, tools, ...), or gives "thinking" or
 // "enable_thinking" a value that is not a boolean.
 nlohmann::ordered_json chat_template_kwargs(const nlohmann::json& body, const OrderedBody& ordered);
-// "messages" of /v1/chat/completions, rendered with the tokenizer's chat format, the request's
-// tools (null: none; keys in the client's order) and its chat_template_kwargs.
-Prompt chat_prompt(const nlohmann::json& body, const tokenizer::Tokenizer& tokenizer,
+// "messages" of /v1/chat/completions as the chat template takes them: each an object with a
+// string "role", its "content" a string or null (a list of text parts joined). 400 otherwise.
+nlohmann::ordered_json chat_messages(const nlohmann::json& body);
+// Chat messages rendered with the tokenizer's chat format, the request's tools (null: none; keys
+// in the client's order) and its chat_template_kwargs.
+Prompt chat_prompt(const nlohmann::ordered_json& messages, const tokenizer::Tokenizer& tokenizer,
                    const nlohmann::ordered_json& tools = nullptr,
                    const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object());
 

@@ -27,19 +27,26 @@ bool equal_in_constant_time(const std::string& a, const std::string& b) {
 RouteTable::RouteTable(httplib::Server& server, ServerContext& context)
     : server_(server), context_(context) {}
 
-void RouteTable::get(const std::string& path, Handler handler) {
+void RouteTable::get(const std::string& path, Handler handler, ApiDialect dialect) {
   methods_by_path_[path].insert("GET");
-  server_.Get(path, guarded(std::move(handler), /*needs_key=*/true));
+  server_.Get(path, guarded(std::move(handler), /*needs_key=*/true, dialect));
 }
 
 void RouteTable::get_public(const std::string& path, Handler handler) {
   methods_by_path_[path].insert("GET");
-  server_.Get(path, guarded(std::move(handler), /*needs_key=*/false));
+  server_.Get(path, guarded(std::move(handler), /*needs_key=*/false, ApiDialect::OpenAi));
 }
 
-void RouteTable::post(const std::string& path, Handler handler) {
+void RouteTable::post(const std::string& path, Handler handler, ApiDialect dialect) {
   methods_by_path_[path].insert("POST");
-  server_.Post(path, reading_body(guarded(std::move(handler), /*needs_key=*/true)));
+  server_.Post(path,
+               reading_body(guarded(std::move(handler), /*needs_key=*/true, dialect), dialect));
+}
+
+void RouteTable::del(const std::string& path, Handler handler, ApiDialect dialect) {
+  methods_by_path_[path].insert("DELETE");
+  server_.Delete(path,
+                 reading_body(guarded(std::move(handler), /*needs_key=*/true, dialect), dialect));
 }
 
 // cpp-httplib 0.11 reads the body of a POST that has neither Content-Length nor a chunked
@@ -47,8 +54,9 @@ void RouteTable::post(const std::string& path, Handler handler) {
 // the 30 s read timeout and then got a 400. HTTP/1.1 says such a request has no body (RFC 9112
 // section 6.3). A handler registered with a content reader reads the body itself, which lets it
 // follow the RFC; it also stops a chunked upload as soon as it passes the size limit.
-httplib::Server::HandlerWithContentReader RouteTable::reading_body(Handler handler) const {
-  return [this, handler = std::move(handler)](const httplib::Request& request,
+httplib::Server::HandlerWithContentReader RouteTable::reading_body(Handler handler,
+                                                                   ApiDialect dialect) const {
+  return [this, handler = std::move(handler), dialect](const httplib::Request& request,
                                               httplib::Response& response,
                                               const httplib::ContentReader& read) {
     const bool chunked =
@@ -69,25 +77,27 @@ httplib::Server::HandlerWithContentReader RouteTable::reading_body(Handler handl
       send_error(
           response,
           ApiError(413, fmt::format("Request body is larger than the limit of {} bytes", limit),
-                   "invalid_request_error", "", "request_too_large"));
+                   "invalid_request_error", "", "request_too_large"),
+          dialect);
     } else {
       send_error(response,
-                 ApiError(400, "The request body could not be read", "invalid_request_error"));
+                 ApiError(400, "The request body could not be read", "invalid_request_error"),
+                 dialect);
     }
   };
 }
 
-Handler RouteTable::guarded(Handler handler, bool needs_key) const {
-  return [this, handler = std::move(handler), needs_key](const httplib::Request& request,
-                                                         httplib::Response& response) {
+Handler RouteTable::guarded(Handler handler, bool needs_key, ApiDialect dialect) const {
+  return [this, handler = std::move(handler), needs_key, dialect](const httplib::Request& request,
+                                                                  httplib::Response& response) {
     try {
       if (needs_key) check_api_key(request);
       handler(request, response);
     } catch (const ApiError& error) {
-      send_error(response, error);
+      send_error(response, error, dialect);
     } catch (const std::exception& error) {
       spdlog::error("{} {} failed: {}", request.method, request.path, error.what());
-      send_error(response, server_error(error.what()));
+      send_error(response, server_error(error.what()), dialect);
     }
   };
 }
@@ -95,8 +105,12 @@ Handler RouteTable::guarded(Handler handler, bool needs_key) const {
 void RouteTable::check_api_key(const httplib::Request& request) const {
   const std::string& key = context_.options.api_key;
   if (key.empty()) return;
+  // OpenAI's clients send the key as a bearer token, Anthropic's in x-api-key.
   if (equal_in_constant_time(request.get_header_value("Authorization"), "Bearer " + key)) return;
-  throw ApiError(401, "Missing or invalid API key; send 'Authorization: Bearer <key>'",
+  if (equal_in_constant_time(request.get_header_value("x-api-key"), key)) return;
+  throw ApiError(401,
+                 "Missing or invalid API key; send 'Authorization: Bearer <key>' or "
+                 "'x-api-key: <key>'",
                  "invalid_request_error", "", "invalid_api_key");
 }
 
@@ -106,10 +120,10 @@ void RouteTable::add_fallbacks() {
   };
   server_.Get(".*", unmatched);
   server_.Options(".*", unmatched);
-  server_.Post(".*", reading_body(unmatched));
-  server_.Put(".*", reading_body(unmatched));
-  server_.Patch(".*", reading_body(unmatched));
-  server_.Delete(".*", reading_body(unmatched));
+  server_.Post(".*", reading_body(unmatched, ApiDialect::OpenAi));
+  server_.Put(".*", reading_body(unmatched, ApiDialect::OpenAi));
+  server_.Patch(".*", reading_body(unmatched, ApiDialect::OpenAi));
+  server_.Delete(".*", reading_body(unmatched, ApiDialect::OpenAi));
 }
 
 void RouteTable::answer_unmatched(const httplib::Request& request,

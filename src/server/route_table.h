@@ -1,6 +1,6 @@
 // The server's routes. Each handler runs behind the checks all routes share (API key, body
-// size, a body read only when the request declares one) and with errors turned into
-// OpenAI-shaped responses; requests that match no route get 404, or 405 with an Allow header
+// size, a body read only when the request declares one) and with errors turned into responses
+// in the route's API dialect (OpenAI's unless told); requests that match no route get 404, or 405 with an Allow header
 // when the path exists under another method.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "server/api_error.h"
 #include "server/server_context.h"
 
 namespace mlaserve::server {
@@ -21,8 +22,11 @@ class RouteTable {
  public:
   RouteTable(httplib::Server& server, ServerContext& context);
 
-  void get(const std::string& path, Handler handler);
-  void post(const std::string& path, Handler handler);
+  // `path` may be a regular expression (e.g. "/v1/responses/([^/]+)"; the handler reads
+  // request.matches).
+  void get(const std::string& path, Handler handler, ApiDialect dialect = ApiDialect::OpenAi);
+  void post(const std::string& path, Handler handler, ApiDialect dialect = ApiDialect::OpenAi);
+  void del(const std::string& path, Handler handler, ApiDialect dialect = ApiDialect::OpenAi);
   // Reachable without the API key: health checks and metrics scrapers rarely carry it.
   void get_public(const std::string& path, Handler handler);
 
@@ -33,8 +37,9 @@ class RouteTable {
   std::string endpoint_of(const std::string& path) const;
 
  private:
-  Handler guarded(Handler handler, bool needs_key) const;
-  httplib::Server::HandlerWithContentReader reading_body(Handler handler) const;
+  Handler guarded(Handler handler, bool needs_key, ApiDialect dialect) const;
+  httplib::Server::HandlerWithContentReader reading_body(Handler handler,
+                                                         ApiDialect dialect) const;
   void check_api_key(const httplib::Request& request) const;
   void answer_unmatched(const httplib::Request& request, httplib::Response& response) const;
 

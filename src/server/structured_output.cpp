@@ -53,8 +53,6 @@ const nlohmann::json* object_field(const nlohmann::json& object, const char* key
   return value;
 }
 
-constexpr const char* kFormatSchema = "/response_format/json_schema/schema";
-
 }  // namespace
 
 // Bytes 0xF8-0xFF never occur in UTF-8, and every grammar's text is UTF-8.
@@ -134,13 +132,14 @@ const nlohmann::ordered_json& OrderedBody::at(const std::string& pointer) const 
   return parsed_->at(nlohmann::ordered_json::json_pointer(pointer));
 }
 
-const nlohmann::json* response_format(const nlohmann::json& body) {
+std::optional<OutputFormat> response_format(const nlohmann::json& body,
+                                            const OrderedBody& ordered) {
   const nlohmann::json* format = object_field(body, "response_format", "response_format");
-  if (!format) return nullptr;
+  if (!format) return std::nullopt;
   const std::optional<std::string> type = read_string(*format, "type");
   if (!type) throw invalid_request("'response_format.type' is required", "response_format.type");
-  if (*type == "text") return nullptr;
-  if (*type == "json_object") return format;
+  if (*type == "text") return std::nullopt;
+  if (*type == "json_object") return OutputFormat{};
   if (*type != "json_schema") {
     throw invalid_request(fmt::format("'response_format.type' must be 'text', 'json_object' or "
                                       "'json_schema', got '{}'",
@@ -152,34 +151,29 @@ const nlohmann::json* response_format(const nlohmann::json& body) {
     throw invalid_request("response_format of type 'json_schema' needs 'json_schema.schema'",
                           "response_format.json_schema.schema");
   }
-  return format;
+  return OutputFormat{ordered.at("/response_format/json_schema/schema")};
 }
 
-grammar::GrammarBuilder::Rule add_response_format(const nlohmann::json& format,
-                                                  const OrderedBody& ordered,
-                                                  grammar::GrammarBuilder& builder) {
-  if (format.at("type") == "json_object") return builder.json_object();
-  return builder.json_schema(ordered.at(kFormatSchema));
+grammar::GrammarBuilder::Rule add_output_format(const OutputFormat& format,
+                                                grammar::GrammarBuilder& builder) {
+  return format.schema.is_null() ? builder.json_object() : builder.json_schema(format.schema);
 }
 
-std::string response_format_key(const nlohmann::json& format, const OrderedBody& ordered) {
-  // The schema alone decides the grammar (not its name or description).
-  if (format.at("type") == "json_object") return "json_object";
-  return "json_schema:" + ordered.at(kFormatSchema).dump();
+std::string output_format_key(const OutputFormat& format) {
+  return format.schema.is_null() ? "json_object" : "json_schema:" + format.schema.dump();
 }
 
-grammar::GrammarPtr response_format_grammar(const nlohmann::json& body, const OrderedBody& ordered,
-                                            CompiledGrammars& grammars) {
-  const nlohmann::json* format = response_format(body);
+grammar::GrammarPtr output_format_grammar(const std::optional<OutputFormat>& format,
+                                          CompiledGrammars& grammars, const std::string& param) {
   if (!format) return nullptr;
   return grammars.get(
-      response_format_key(*format, ordered),
+      output_format_key(*format),
       [&] {
         grammar::GrammarBuilder builder;
-        const grammar::GrammarBuilder::Rule root = add_response_format(*format, ordered, builder);
+        const grammar::GrammarBuilder::Rule root = add_output_format(*format, builder);
         return std::move(builder).build(root);
       },
-      "response_format");
+      param);
 }
 
 grammar::GrammarPtr native_grammar(const nlohmann::json& params, CompiledGrammars& grammars) {

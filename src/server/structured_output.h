@@ -80,18 +80,23 @@ class OrderedBody {
   mutable std::optional<nlohmann::ordered_json> parsed_;
 };
 
+// A structured-output format: any JSON object, or JSON valid for a schema (OpenAI chat's
+// response_format, the Responses API's text.format).
+struct OutputFormat {
+  nlohmann::ordered_json schema;  // in the client's key order; null: any JSON object
+};
+
 // OpenAI's "response_format" ({"type": "text" | "json_object" | "json_schema", "json_schema":
-// {"name", "schema", "strict"}}) of a body: nullptr for text or when absent; 400 if malformed.
-const nlohmann::json* response_format(const nlohmann::json& body);
-// Adds the body's response_format (not text) to `builder`.
-grammar::GrammarBuilder::Rule add_response_format(const nlohmann::json& format,
-                                                  const OrderedBody& ordered,
-                                                  grammar::GrammarBuilder& builder);
-// The canonical text of a response_format (not text), for grammar keys.
-std::string response_format_key(const nlohmann::json& format, const OrderedBody& ordered);
-// The grammar of the body's response_format, or null for text or when absent.
-grammar::GrammarPtr response_format_grammar(const nlohmann::json& body, const OrderedBody& ordered,
-                                            CompiledGrammars& grammars);
+// {"name", "schema", "strict"}}) of a body: nullopt for text or when absent; 400 if malformed.
+std::optional<OutputFormat> response_format(const nlohmann::json& body, const OrderedBody& ordered);
+// Adds `format` to `builder`.
+grammar::GrammarBuilder::Rule add_output_format(const OutputFormat& format,
+                                                grammar::GrammarBuilder& builder);
+// The canonical text of a format, for grammar keys: the schema alone decides the grammar.
+std::string output_format_key(const OutputFormat& format);
+// The grammar of `format`, or null without one; grammar errors name `param`.
+grammar::GrammarPtr output_format_grammar(const std::optional<OutputFormat>& format,
+                                          CompiledGrammars& grammars, const std::string& param);
 // /generate's sampling_params "json_schema" (the schema as a JSON string, as SGLang takes it) or
 // "regex": the grammar, or null when neither is given.
 grammar::GrammarPtr native_grammar(const nlohmann::json& params, CompiledGrammars& grammars);

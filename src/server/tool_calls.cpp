@@ -302,8 +302,7 @@ std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer) {
 
 std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
                                               const OrderedBody& ordered,
-                                              const tokenizer::Tokenizer& tokenizer,
-                                              bool thinking) {
+                                              const tokenizer::Tokenizer& tokenizer) {
   const nlohmann::json* tools = field(body, "tools");
   if (!tools) {
     if (field(body, "tool_choice")) {
@@ -312,17 +311,9 @@ std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
     return std::nullopt;
   }
   if (!tools->is_array()) throw invalid_request("'tools' must be a list", "tools");
-  const std::optional<ToolSyntax> syntax = tool_syntax(tokenizer);
-  if (!syntax) {
-    throw invalid_request(
-        "This model's chat template and vocabulary have no tool-call syntax (DeepSeek-V3's, "
-        "V3.1's, V3.2's DSML or Kimi-K2's), so it cannot call tools",
-        "tools");
-  }
   ToolRequest request;
-  request.tools = *tools;
-  request.syntax = *syntax;
-  request.thinking = thinking;
+  request.syntax = required_tool_syntax(tokenizer, "tools");
+  request.tools = ordered.at("/tools");
   for (size_t i = 0; i < tools->size(); ++i)
     request.functions.push_back(parse_tool((*tools)[i], i, ordered));
   request.choice = tools->empty() ? ToolChoice::None : ToolChoice::Auto;
@@ -334,21 +325,39 @@ std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
   return request;
 }
 
+ToolSyntax required_tool_syntax(const tokenizer::Tokenizer& tokenizer, const std::string& param) {
+  const std::optional<ToolSyntax> syntax = tool_syntax(tokenizer);
+  if (!syntax) {
+    throw invalid_request(
+        "This model's chat template and vocabulary have no tool-call syntax (DeepSeek-V3's, "
+        "V3.1's, V3.2's DSML or Kimi-K2's), so it cannot call tools",
+        param);
+  }
+  return *syntax;
+}
+
+nlohmann::ordered_json chat_tool_json(const ToolFunction& function,
+                                      const std::optional<std::string>& description) {
+  nlohmann::ordered_json json = {{"name", function.name}};
+  if (description) json["description"] = *description;
+  json["parameters"] = function.parameters;
+  return {{"type", "function"}, {"function", std::move(json)}};
+}
+
 grammar::GrammarPtr chat_output_grammar(const std::optional<ToolRequest>& tools,
-                                        const nlohmann::json& body, const OrderedBody& ordered,
+                                        const std::optional<OutputFormat>& format,
                                         CompiledGrammars& grammars) {
   const bool forced =
       tools && (tools->choice == ToolChoice::Required || tools->choice == ToolChoice::Function);
-  const nlohmann::json* format = response_format(body);
   const bool call_or_format = tools && tools->choice == ToolChoice::Auto && format;
-  if (!forced && !call_or_format) return response_format_grammar(body, ordered, grammars);
+  if (!forced && !call_or_format) return output_format_grammar(format, grammars, "response_format");
   // The key holds everything the grammar is built from.
   nlohmann::ordered_json key = {{"choice", static_cast<int>(tools->choice)},
                                 {"syntax", static_cast<int>(tools->syntax)},
                                 {"thinking", tools->thinking},
                                 {"function", tools->function},
                                 {"parallel", tools->parallel},
-                                {"format", forced ? "" : response_format_key(*format, ordered)}};
+                                {"format", forced ? "" : output_format_key(*format)}};
   for (const ToolFunction& function : tools->functions) {
     key["functions"].push_back({function.name, function.parameters});
   }
@@ -357,7 +366,7 @@ grammar::GrammarPtr chat_output_grammar(const std::optional<ToolRequest>& tools,
       [&] {
         GrammarBuilder builder;
         GrammarBuilder::Rule root = calls_rule(*tools, grammars, builder);
-        if (!forced) root = builder.choice({root, add_response_format(*format, ordered, builder)});
+        if (!forced) root = builder.choice({root, add_output_format(*format, builder)});
         // The prompt opened a thinking block: the answer closes it first.
         if (tools->thinking) root = builder.sequence({builder.literal("</think>"), root});
         return std::move(builder).build(root);

@@ -78,9 +78,11 @@ struct ToolFunction {
 };
 
 struct ToolRequest {
-  nlohmann::json tools;  // as given: the chat template renders them
+  // OpenAI chat's tools ({"type": "function", "function": {...}}, keys in the client's order):
+  // the chat template renders them.
+  nlohmann::ordered_json tools;
   ToolSyntax syntax = ToolSyntax::DeepseekV3;
-  // The prompt opened the model's thinking (chat_template_kwargs): a forced call comes after
+  // The prompt opened the model's thinking (set by run_chat): a forced call comes after
   // "</think>" (with no reasoning).
   bool thinking = false;
   std::vector<ToolFunction> functions;
@@ -94,11 +96,15 @@ struct ToolRequest {
 
 // The tool fields of a chat body: nullopt without "tools". 400 for a malformed tool, a
 // tool_choice without tools or naming an unknown function, and a model whose chat format has
-// no tool-call syntax. `thinking`: the prompt ends in an open thinking block.
+// no tool-call syntax.
 std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
                                               const OrderedBody& ordered,
-                                              const tokenizer::Tokenizer& tokenizer,
-                                              bool thinking = false);
+                                              const tokenizer::Tokenizer& tokenizer);
+// The syntax the model writes calls in; a 400 naming `param` when its chat format has none.
+ToolSyntax required_tool_syntax(const tokenizer::Tokenizer& tokenizer, const std::string& param);
+// The OpenAI chat tool the template renders for `function` (with its description, if any).
+nlohmann::ordered_json chat_tool_json(const ToolFunction& function,
+                                      const std::optional<std::string>& description);
 
 // The grammar of the choice's output: for "required" or a named function, one call (or, with
 // parallel_tool_calls, one or more) of the allowed functions with arguments valid for their
@@ -107,7 +113,7 @@ std::optional<ToolRequest> parse_tool_request(const nlohmann::json& body,
 // enum, const or other constraints is written raw (string="true", any text without '<'); an enum
 // or const of strings raw too; any other property as JSON valid for its schema (string="false").
 grammar::GrammarPtr chat_output_grammar(const std::optional<ToolRequest>& tools,
-                                        const nlohmann::json& body, const OrderedBody& ordered,
+                                        const std::optional<OutputFormat>& format,
                                         CompiledGrammars& grammars);
 
 }  // namespace mlaserve::server
