@@ -8,12 +8,13 @@
 #include <utility>
 
 #include "core/error.h"
+#include "server/anthropic.h"
 #include "server/api_error.h"
 #include "server/http_response.h"
 #include "server/native_routes.h"
 #include "server/openai_routes.h"
 #include "server/request_clock.h"
-#include "server/anthropic.h"
+#include "server/responses.h"
 #include "server/route_table.h"
 #include "server/server_context.h"
 
@@ -65,6 +66,7 @@ HttpServer::HttpServer(ServerOptions options, sched::EngineHandle& engine,
       routes_(std::make_unique<RouteTable>(*server_, *context_)) {
   add_openai_routes(*routes_, *context_);
   add_anthropic_routes(*routes_, *context_);
+  add_responses_routes(*routes_, *context_);
   add_native_routes(*routes_, *context_);
   routes_->add_fallbacks();
   install_hooks();

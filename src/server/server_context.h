@@ -8,6 +8,7 @@
 #include "sched/generation.h"
 #include "server/metrics.h"
 #include "server/request_registry.h"
+#include "server/response_store.h"
 #include "server/server_options.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
@@ -29,6 +30,7 @@ struct ServerContext {
   Metrics metrics;
   RequestRegistry registry;
   CompiledGrammars grammars;          // structured output's compiled grammars
+  ResponseStore responses;            // the Responses API's stored responses
   std::atomic<bool> stopping{false};  // set by stop(): waiting handlers give up
   std::atomic<int> open_streams{0};   // streaming responses not yet ended
   const std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
