@@ -130,9 +130,14 @@ class AnthropicFormat final : public GenerationFormat {
   }
 
   nlohmann::json message_json(nlohmann::json content, nlohmann::json usage) const {
-    return {{"id", id_},          {"type", "message"},        {"role", "assistant"},
-            {"model", model_},    {"content", std::move(content)}, {"stop_reason", nullptr},
-            {"stop_sequence", nullptr}, {"usage", std::move(usage)}};
+    return {{"id", id_},
+            {"type", "message"},
+            {"role", "assistant"},
+            {"model", model_},
+            {"content", std::move(content)},
+            {"stop_reason", nullptr},
+            {"stop_sequence", nullptr},
+            {"usage", std::move(usage)}};
   }
 
   // Continues the open block of `kind`, or closes the open one and starts `start`.
@@ -163,11 +168,11 @@ class AnthropicFormat final : public GenerationFormat {
               std::vector<SseEvent>& events) const {
     if (blocks_ == 0) open(Block::Text, text_block(""), events);
     close(events);
-    events.push_back(event("message_delta",
-                           {{"delta",
-                             {{"stop_reason", stop_reason(finish, called_tools_)},
-                              {"stop_sequence", stop_sequence(finish)}}},
-                            {"usage", {{"output_tokens", choice.completion_tokens()}}}}));
+    events.push_back(
+        event("message_delta", {{"delta",
+                                 {{"stop_reason", stop_reason(finish, called_tools_)},
+                                  {"stop_sequence", stop_sequence(finish)}}},
+                                {"usage", {{"output_tokens", choice.completion_tokens()}}}}));
     events.push_back(event("message_stop", nlohmann::json::object()));
   }
 

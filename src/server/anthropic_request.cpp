@@ -21,10 +21,9 @@ constexpr const char* kAssistantBlocks = "'text', 'tool_use', 'thinking' and 're
 std::string block_type(const FieldsAt& block) {
   const std::string type = block.required_string("type");
   if (type == "image" || type == "document" || type == "search_result") {
-    throw invalid_request(
-        fmt::format("'{}' is a '{}' block; this server's models read text only", block.path(),
-                    type),
-        block.path_of("type"));
+    throw invalid_request(fmt::format("'{}' is a '{}' block; this server's models read text only",
+                                      block.path(), type),
+                          block.path_of("type"));
   }
   return type;
 }
@@ -59,25 +58,29 @@ class MessagesConversion {
   void add(const FieldsAt& turn) {
     const std::string role = turn.required_string("role");
     const nlohmann::json* content = turn.get("content");
-    if (!content) throw invalid_request(fmt::format("'{}' is required", turn.path_of("content")),
-                                        turn.path_of("content"));
+    if (!content)
+      throw invalid_request(fmt::format("'{}' is required", turn.path_of("content")),
+                            turn.path_of("content"));
     const std::string path = turn.path_of("content");
     if (role == "user") {
       add_user(*content, path);
     } else if (role == "assistant") {
       add_assistant(*content, path);
+    } else if (role == "system") {
+      // A system turn inside the conversation (Claude Code sends them; Anthropic's
+      // mid-conversation-system beta): a system message where it stands.
+      messages_.push_back(message("system", text_of(*content, path)));
     } else {
-      throw invalid_request(
-          fmt::format("'{}' must be 'user' or 'assistant' (the system prompt is 'system'), got "
-                      "'{}'",
-                      turn.path_of("role"), role),
-          turn.path_of("role"));
+      throw invalid_request(fmt::format("'{}' must be 'user', 'assistant' or 'system', got '{}'",
+                                        turn.path_of("role"), role),
+                            turn.path_of("role"));
     }
   }
 
  private:
   void add_user(const nlohmann::json& content, const std::string& path) {
-    if (content.is_string()) return messages_.push_back(message("user", content.get<std::string>()));
+    if (content.is_string())
+      return messages_.push_back(message("user", content.get<std::string>()));
     if (!content.is_array()) {
       throw invalid_request(fmt::format("'{}' must be a string or a list of blocks", path), path);
     }
@@ -105,8 +108,8 @@ class MessagesConversion {
     }
     block.boolean("is_error");  // checked; the chat formats have no place for it
     const nlohmann::json* result = block.get("content");
-    nlohmann::ordered_json tool = message("tool", result ? text_of(*result, block.path_of("content"))
-                                                         : std::string());
+    nlohmann::ordered_json tool =
+        message("tool", result ? text_of(*result, block.path_of("content")) : std::string());
     tool["tool_call_id"] = id;
     messages_.push_back(std::move(tool));
   }
@@ -200,9 +203,9 @@ void parse_tool_choice(const FieldsAt& choice, ToolRequest& tools) {
     tools.function = choice.required_string("name");
     if (std::none_of(tools.functions.begin(), tools.functions.end(),
                      [&](const ToolFunction& f) { return f.name == tools.function; })) {
-      throw invalid_request(fmt::format("'tool_choice.name' is '{}', which is not in 'tools'",
-                                        tools.function),
-                            "tool_choice.name");
+      throw invalid_request(
+          fmt::format("'tool_choice.name' is '{}', which is not in 'tools'", tools.function),
+          "tool_choice.name");
     }
   } else {
     throw invalid_request(
@@ -217,19 +220,22 @@ void parse_tool_choice(const FieldsAt& choice, ToolRequest& tools) {
 
 // "thinking": {"type": "enabled", "budget_tokens": N} turns the model's reasoning on (the
 // budget is checked as Anthropic checks it, at least 1024 and below max_tokens, but reasoning
-// is not cut at it: max_tokens bounds the whole reply); {"type": "disabled"} leaves it off.
+// is not cut at it: max_tokens bounds the whole reply); {"type": "adaptive"} (the model decides
+// how long to think) turns it on without a budget; {"type": "disabled"} leaves it off.
 bool parse_thinking(const FieldsAt& body, const GenerationOptions& options) {
   const std::optional<FieldsAt> thinking = body.object("thinking");
   if (!thinking) return false;
   const std::string type = thinking->required_string("type");
   if (type == "disabled") return false;
+  if (type == "adaptive") return true;
   if (type != "enabled") {
     throw invalid_request(
-        fmt::format("'thinking.type' must be 'enabled' or 'disabled', got '{}'", type),
+        fmt::format("'thinking.type' must be 'enabled', 'adaptive' or 'disabled', got '{}'", type),
         "thinking.type");
   }
   const std::optional<int64_t> budget = thinking->integer("budget_tokens");
-  if (!budget) throw invalid_request("'thinking.budget_tokens' is required", "thinking.budget_tokens");
+  if (!budget)
+    throw invalid_request("'thinking.budget_tokens' is required", "thinking.budget_tokens");
   if (*budget < 1024 || (options.max_new_tokens && *budget >= *options.max_new_tokens)) {
     throw invalid_request(
         fmt::format("'thinking.budget_tokens' must be at least 1024 and less than 'max_tokens', "
@@ -253,8 +259,9 @@ ChatRequest parse_anthropic_request(const nlohmann::json& json, const OrderedBod
   const nlohmann::json& turns = body.required_list("messages");
   if (turns.empty()) throw invalid_request("'messages' must not be empty", "messages");
   MessagesConversion conversion(chat.messages);
-  for (size_t i = 0; i < turns.size(); ++i) conversion.add(FieldsAt(turns[i], item_path("messages", i)));
-  if (turns.back().at("role") != "user") {
+  for (size_t i = 0; i < turns.size(); ++i)
+    conversion.add(FieldsAt(turns[i], item_path("messages", i)));
+  if (turns.back().at("role") == "assistant") {
     throw invalid_request(
         "The last message must be the user's: this server does not continue a final assistant "
         "message (prefill)",

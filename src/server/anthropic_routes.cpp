@@ -32,8 +32,7 @@ void handle_count_tokens(ServerContext& context, const httplib::Request& request
   check_model(body, context);
   const ChatRequest chat = parse_anthropic_request(body, OrderedBody(request.body),
                                                    context.tokenizer, /*count_only=*/true);
-  send_json(response,
-            {{"input_tokens", render_chat_request(chat, context.tokenizer).ids.size()}});
+  send_json(response, {{"input_tokens", render_chat_request(chat, context.tokenizer).ids.size()}});
 }
 
 }  // namespace

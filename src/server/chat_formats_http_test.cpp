@@ -4,8 +4,7 @@
 // either syntax parsed whole and streamed, and the tool_choice constraints of either syntax.
 #include <gmock/gmock.h>
 
-#include "server/server_test_util.h"
-#include "support/files.h"
+#include "server/agent_api_test_util.h"
 #include "tokenizer/deepseek_v32_encoding.h"
 
 namespace mlaserve::server::testing {
@@ -19,20 +18,7 @@ const nlohmann::json kUser = {{{"role", "user"}, {"content", "Weather in Paris?"
 
 nlohmann::json weather_tool() {
   return {{"type", "function"},
-          {"function",
-           {{"name", "get_weather"},
-            {"parameters",
-             {{"type", "object"},
-              {"properties",
-               {{"city", {{"type", "string"}}},
-                {"unit", {{"enum", {"c", "f"}}}},
-                {"days", {{"type", "integer"}}}}},
-              {"required", {"city", "unit"}}}}}}};
-}
-
-std::string v31_call_text(const std::string& name, const std::string& arguments) {
-  return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>" + arguments +
-         "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+          {"function", {{"name", "get_weather"}, {"parameters", weather_parameters()}}}};
 }
 
 std::string dsml_call_text(const std::string& name, const std::string& parameters) {

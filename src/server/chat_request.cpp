@@ -42,7 +42,8 @@ void run_chat(ServerContext& context, const httplib::Request& http_request,
   ChatParsing parsing{splits_reasoning(context, thinking), std::nullopt};
   if (request.tools && request.tools->parses_calls()) parsing.tool_calls = request.tools->syntax;
   run_openai_generation(context, http_request, response, prompts, request.options,
-                        default_max_tokens, id, make_format(request, parsing));
+                        default_max_tokens, id, make_format(request, parsing),
+                        request.max_tokens_field);
 }
 
 }  // namespace mlaserve::server

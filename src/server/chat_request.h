@@ -37,6 +37,7 @@ struct ChatRequest {
   std::optional<ToolRequest> tools;
   std::optional<OutputFormat> output_format;
   GenerationOptions options;  // sampling, budget, stops, stream (make_constraint set by run_chat)
+  std::string max_tokens_field = "max_tokens";  // the API's name for the budget, for errors
 };
 
 // How a choice's text is split: reasoning (thinking on, or a reasoning parser), content, tool

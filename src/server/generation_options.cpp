@@ -182,7 +182,8 @@ GenerationOptions parse_anthropic_options(const nlohmann::json& body, bool needs
     options.stop = read_string_or_list(body, "stop_sequences");
   }
   for (const std::string& stop : options.stop) {
-    if (stop.empty()) throw invalid_request("'stop_sequences' must not hold empty strings", "stop_sequences");
+    if (stop.empty())
+      throw invalid_request("'stop_sequences' must not hold empty strings", "stop_sequences");
   }
   options.stream = read_bool(body, "stream").value_or(false);
   read_priority(body, options);

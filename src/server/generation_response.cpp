@@ -73,8 +73,7 @@ class EventStream {
   }
 
   bool finish(httplib::DataSink& sink, const std::vector<SseEvent>& last_events) {
-    if (!write_all(sink, last_events) ||
-        !write(sink, std::string(format_->stream_terminator()))) {
+    if (!write_all(sink, last_events) || !write(sink, std::string(format_->stream_terminator()))) {
       return give_up("client disconnected");
     }
     sink.done();

@@ -17,7 +17,8 @@ std::vector<int32_t> tokens_of(const nlohmann::json& body, const std::string& te
   if (field(body, "messages")) {
     const OrderedBody ordered(text_body);
     const nlohmann::json* tools = field(body, "tools");
-    return chat_prompt(chat_messages(body), tokenizer, tools && tools->is_array() ? ordered.at("/tools") : nullptr,
+    return chat_prompt(chat_messages(body), tokenizer,
+                       tools && tools->is_array() ? ordered.at("/tools") : nullptr,
                        chat_template_kwargs(body, ordered))
         .ids;
   }

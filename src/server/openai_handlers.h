@@ -32,10 +32,12 @@ struct OpenAiResponseHeader {
   nlohmann::json json(const char* object) const;
 };
 
-// Submits n choices per prompt under `header.id` and responds through `format`.
+// Submits n choices per prompt under `header.id` and responds through `format`. `budget_param`
+// names the request's maximum-tokens field in errors.
 void run_openai_generation(ServerContext& context, const httplib::Request& request,
                            httplib::Response& response, const std::vector<Prompt>& prompts,
                            const GenerationOptions& options, int64_t default_max_tokens,
-                           const std::string& id, std::shared_ptr<const GenerationFormat> format);
+                           const std::string& id, std::shared_ptr<const GenerationFormat> format,
+                           const std::string& budget_param = "max_tokens");
 
 }  // namespace mlaserve::server

@@ -45,8 +45,9 @@ nlohmann::json OpenAiResponseHeader::json(const char* object) const {
 void run_openai_generation(ServerContext& context, const httplib::Request& request,
                            httplib::Response& response, const std::vector<Prompt>& prompts,
                            const GenerationOptions& options, int64_t default_max_tokens,
-                           const std::string& id, std::shared_ptr<const GenerationFormat> format) {
-  const TokenBudget budget{default_max_tokens, context.engine.context_length(), "max_tokens"};
+                           const std::string& id, std::shared_ptr<const GenerationFormat> format,
+                           const std::string& budget_param) {
+  const TokenBudget budget{default_max_tokens, context.engine.context_length(), budget_param};
   std::vector<ChoicePlan> plans =
       plan_choices(prompts, options, std::vector<std::string>(prompts.size(), id), budget);
   auto batch = std::make_unique<GenerationBatch>(context, request_arrival());

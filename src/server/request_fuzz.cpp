@@ -72,8 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_client_error_at_worst([&] {
     const GenerationOptions options = parse_openai_options(body, Api::Chat, vocab_size);
     const OrderedBody ordered(text);
-    build_requests(options,
-                   {chat_prompt(chat_messages(body), tokenizer(), nullptr, chat_template_kwargs(body, ordered))});
+    build_requests(options, {chat_prompt(chat_messages(body), tokenizer(), nullptr,
+                                         chat_template_kwargs(body, ordered))});
   });
   expect_client_error_at_worst([&] {
     const GenerationOptions options = parse_native_options(body, vocab_size);

@@ -140,9 +140,9 @@ class ResponsesFormat final : public GenerationFormat {
       if (items_.empty()) open(ItemKind::Message, events);
       close(events, update.finish->kind == FinishKind::Length ? "incomplete" : "completed");
       const nlohmann::json response = finished(batch.choices().at(0), items_);
-      events.push_back(event(response["status"] == "incomplete" ? "response.incomplete"
-                                                                : "response.completed",
-                             {{"response", response}}));
+      events.push_back(
+          event(response["status"] == "incomplete" ? "response.incomplete" : "response.completed",
+                {{"response", response}}));
     }
     return events;
   }
@@ -181,7 +181,8 @@ class ResponsesFormat final : public GenerationFormat {
   nlohmann::json finished(const ChoiceState& choice, const std::vector<OutputItem>& items) const {
     const bool cut = choice.finish()->kind == FinishKind::Length;
     nlohmann::json output = nlohmann::json::array();
-    for (const OutputItem& item : items) output.push_back(item.json(cut ? "incomplete" : "completed"));
+    for (const OutputItem& item : items)
+      output.push_back(item.json(cut ? "incomplete" : "completed"));
     nlohmann::json response = response_json(cut ? "incomplete" : "completed", std::move(output));
     if (cut) response["incomplete_details"] = {{"reason", "max_output_tokens"}};
     response["usage"] = usage_json(choice);
@@ -201,8 +202,8 @@ class ResponsesFormat final : public GenerationFormat {
   void added(std::vector<SseEvent>& events) const {
     open_ = true;
     const OutputItem& item = items_.back();
-    events.push_back(event("response.output_item.added",
-                           {{"output_index", items_.size() - 1}, {"item", item.json("in_progress")}}));
+    events.push_back(event("response.output_item.added", {{"output_index", items_.size() - 1},
+                                                          {"item", item.json("in_progress")}}));
     if (item.kind == ItemKind::Message) {
       nlohmann::json part = item.text_part();
       events.push_back(event("response.content_part.added", part_fields(std::move(part))));
@@ -229,15 +230,16 @@ class ResponsesFormat final : public GenerationFormat {
       done.update({{"content_index", 0}, {"text", item.text}});
       events.push_back(event("response.reasoning_text.done", std::move(done)));
     } else if (item.kind == ItemKind::Message) {
-      done.update({{"content_index", 0}, {"text", item.text}, {"logprobs", nlohmann::json::array()}});
+      done.update(
+          {{"content_index", 0}, {"text", item.text}, {"logprobs", nlohmann::json::array()}});
       events.push_back(event("response.output_text.done", std::move(done)));
       events.push_back(event("response.content_part.done", part_fields(item.text_part())));
     } else {
       done.update({{"name", item.name}, {"arguments", item.text}});
       events.push_back(event("response.function_call_arguments.done", std::move(done)));
     }
-    events.push_back(event("response.output_item.done",
-                           {{"output_index", index}, {"item", item.json(status)}}));
+    events.push_back(
+        event("response.output_item.done", {{"output_index", index}, {"item", item.json(status)}}));
   }
 
   nlohmann::json part_fields(nlohmann::json part) const {

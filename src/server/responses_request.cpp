@@ -46,7 +46,8 @@ class InputConversion {
   explicit InputConversion(nlohmann::ordered_json& messages) : messages_(messages) {
     for (const auto& message : messages_) {
       if (!message.contains("tool_calls")) continue;
-      for (const auto& call : message["tool_calls"]) call_ids_.insert(call["id"].get<std::string>());
+      for (const auto& call : message["tool_calls"])
+        call_ids_.insert(call["id"].get<std::string>());
     }
   }
 
@@ -99,10 +100,9 @@ class InputConversion {
     const std::string arguments = item.required_string("arguments");
     item.string("id");
     call_ids_.insert(call_id);
-    assistant()["tool_calls"].push_back(
-        {{"id", call_id},
-         {"type", "function"},
-         {"function", {{"name", name}, {"arguments", arguments}}}});
+    assistant()["tool_calls"].push_back({{"id", call_id},
+                                         {"type", "function"},
+                                         {"function", {{"name", name}, {"arguments", arguments}}}});
   }
 
   void add_function_call_output(const FieldsAt& item) {
@@ -152,14 +152,19 @@ class InputConversion {
   std::string pending_reasoning_;
 };
 
-ToolRequest parse_tools(const nlohmann::json& tools, const OrderedBody& ordered,
-                        const tokenizer::Tokenizer& tokenizer) {
-  ToolRequest request;
-  request.syntax = required_tool_syntax(tokenizer, "tools");
-  request.tools = nlohmann::ordered_json::array();
+// Adds the function tools of `tools` (at JSON pointer `pointer` of the body) to `request`; a
+// "namespace" tool (a named group of function tools, as Codex CLI sends) adds its functions.
+void add_function_tools(const nlohmann::json& tools, const std::string& path,
+                        const std::string& pointer, const OrderedBody& ordered,
+                        ToolRequest& request) {
   for (size_t i = 0; i < tools.size(); ++i) {
-    const FieldsAt tool(tools[i], item_path("tools", i));
+    const FieldsAt tool(tools[i], item_path(path, i));
     const std::string type = tool.required_string("type");
+    if (type == "namespace") {
+      add_function_tools(tool.required_list("tools"), tool.path_of("tools"),
+                         fmt::format("{}/{}/tools", pointer, i), ordered, request);
+      continue;
+    }
     if (type != "function") {
       throw invalid_request(fmt::format("'{}' is a '{}' tool; this server runs no hosted tools, "
                                         "give function tools",
@@ -168,13 +173,21 @@ ToolRequest parse_tools(const nlohmann::json& tools, const OrderedBody& ordered,
     }
     ToolFunction function{tool.required_string("name"), nlohmann::ordered_json{{"type", "object"}}};
     if (tool.object("parameters")) {
-      function.parameters = ordered.at(fmt::format("/tools/{}/parameters", i));
+      function.parameters = ordered.at(fmt::format("{}/{}/parameters", pointer, i));
     }
     tool.boolean("strict");
     request.tools.push_back(chat_tool_json(function, tool.string("description")));
     request.functions.push_back(std::move(function));
   }
-  request.choice = tools.empty() ? ToolChoice::None : ToolChoice::Auto;
+}
+
+ToolRequest parse_tools(const nlohmann::json& tools, const OrderedBody& ordered,
+                        const tokenizer::Tokenizer& tokenizer) {
+  ToolRequest request;
+  request.syntax = required_tool_syntax(tokenizer, "tools");
+  request.tools = nlohmann::ordered_json::array();
+  add_function_tools(tools, "tools", "/tools", ordered, request);
+  request.choice = request.functions.empty() ? ToolChoice::None : ToolChoice::Auto;
   return request;
 }
 
@@ -257,8 +270,7 @@ bool parse_reasoning(const FieldsAt& body) {
 // Fields this server does not implement, refused rather than ignored.
 void refuse_unsupported(const FieldsAt& body) {
   if (body.boolean("background").value_or(false)) {
-    throw invalid_request("'background' responses are not supported; stream instead",
-                          "background");
+    throw invalid_request("'background' responses are not supported; stream instead", "background");
   }
   if (body.get("conversation")) {
     throw invalid_request("'conversation' is not supported; use 'previous_response_id'",
@@ -311,12 +323,14 @@ ResponsesRequest parse_responses_request(const nlohmann::json& json, const Order
   ResponsesRequest request;
   ChatRequest& chat = request.chat;
   chat.options = parse_responses_options(json, tokenizer.vocab_size());
+  chat.max_tokens_field = "max_output_tokens";
   request.store = body.boolean("store").value_or(true);
   if (const std::optional<std::string> id = body.string("previous_response_id")) {
     std::optional<nlohmann::ordered_json> conversation = previous(*id);
     if (!conversation) {
-      throw ApiError(404, fmt::format("Previous response with id '{}' not found", *id),
-                     "invalid_request_error", "previous_response_id", "previous_response_not_found");
+      throw ApiError(400, fmt::format("Previous response with id '{}' not found", *id),
+                     "invalid_request_error", "previous_response_id",
+                     "previous_response_not_found");
     }
     request.conversation = std::move(*conversation);
   }

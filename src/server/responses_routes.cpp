@@ -26,20 +26,20 @@ void handle_create(ServerContext& context, const httplib::Request& request,
                    httplib::Response& response) {
   const nlohmann::json body = parse_json_object(request.body);
   check_model(body, context);
-  ResponsesRequest parsed = parse_responses_request(
-      body, OrderedBody(request.body), context.tokenizer,
-      [&](const std::string& id) -> std::optional<nlohmann::ordered_json> {
-        std::optional<StoredResponse> stored = context.responses.get(id);
-        if (!stored) return std::nullopt;
-        return std::move(stored->conversation);
-      });
+  ResponsesRequest parsed =
+      parse_responses_request(body, OrderedBody(request.body), context.tokenizer,
+                              [&](const std::string& id) -> std::optional<nlohmann::ordered_json> {
+                                std::optional<StoredResponse> stored = context.responses.get(id);
+                                if (!stored) return std::nullopt;
+                                return std::move(stored->conversation);
+                              });
   ResponseHeader header{new_request_id("resp_"), unix_time_now(), context.served_model_name(),
                         std::move(parsed.echo)};
   ResponseDone done;
   if (parsed.store) {
     done = [&store = context.responses, id = header.id,
-            conversation = std::move(parsed.conversation)](
-               const nlohmann::json& finished, const nlohmann::ordered_json& reply) {
+            conversation = std::move(parsed.conversation)](const nlohmann::json& finished,
+                                                           const nlohmann::ordered_json& reply) {
       StoredResponse stored{finished, conversation};
       stored.conversation.push_back(reply);
       store.put(id, std::move(stored));

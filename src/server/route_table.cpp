@@ -28,23 +28,23 @@ RouteTable::RouteTable(httplib::Server& server, ServerContext& context)
     : server_(server), context_(context) {}
 
 void RouteTable::get(const std::string& path, Handler handler, ApiDialect dialect) {
-  methods_by_path_[path].insert("GET");
+  add_method(path, "GET");
   server_.Get(path, guarded(std::move(handler), /*needs_key=*/true, dialect));
 }
 
 void RouteTable::get_public(const std::string& path, Handler handler) {
-  methods_by_path_[path].insert("GET");
+  add_method(path, "GET");
   server_.Get(path, guarded(std::move(handler), /*needs_key=*/false, ApiDialect::OpenAi));
 }
 
 void RouteTable::post(const std::string& path, Handler handler, ApiDialect dialect) {
-  methods_by_path_[path].insert("POST");
+  add_method(path, "POST");
   server_.Post(path,
                reading_body(guarded(std::move(handler), /*needs_key=*/true, dialect), dialect));
 }
 
 void RouteTable::del(const std::string& path, Handler handler, ApiDialect dialect) {
-  methods_by_path_[path].insert("DELETE");
+  add_method(path, "DELETE");
   server_.Delete(path,
                  reading_body(guarded(std::move(handler), /*needs_key=*/true, dialect), dialect));
 }
@@ -57,8 +57,8 @@ void RouteTable::del(const std::string& path, Handler handler, ApiDialect dialec
 httplib::Server::HandlerWithContentReader RouteTable::reading_body(Handler handler,
                                                                    ApiDialect dialect) const {
   return [this, handler = std::move(handler), dialect](const httplib::Request& request,
-                                              httplib::Response& response,
-                                              const httplib::ContentReader& read) {
+                                                       httplib::Response& response,
+                                                       const httplib::ContentReader& read) {
     const bool chunked =
         request.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
     if (!request.has_header("Content-Length") && !chunked) return handler(request, response);
@@ -128,11 +128,15 @@ void RouteTable::add_fallbacks() {
 
 void RouteTable::answer_unmatched(const httplib::Request& request,
                                   httplib::Response& response) const {
-  const auto route = methods_by_path_.find(request.path);
+  // Anthropic's clients read errors under its paths in its shape.
+  const ApiDialect dialect =
+      request.path.starts_with("/v1/messages") ? ApiDialect::Anthropic : ApiDialect::OpenAi;
+  const auto route = methods_by_path_.find(route_of(request.path));
   if (route == methods_by_path_.end()) {
     send_error(response,
                ApiError(404, fmt::format("Invalid URL ({} {})", request.method, request.path),
-                        "invalid_request_error", "", "not_found"));
+                        "invalid_request_error", "", "not_found"),
+               dialect);
     return;
   }
   const std::string allowed = fmt::format("{}", fmt::join(route->second, ", "));
@@ -141,14 +145,31 @@ void RouteTable::answer_unmatched(const httplib::Request& request,
     return;
   }
   response.set_header("Allow", allowed);
-  send_error(response, ApiError(405,
-                                fmt::format("Method {} is not allowed for {}; use {}",
-                                            request.method, request.path, allowed),
-                                "invalid_request_error", "", "method_not_allowed"));
+  send_error(response,
+             ApiError(405,
+                      fmt::format("Method {} is not allowed for {}; use {}", request.method,
+                                  request.path, allowed),
+                      "invalid_request_error", "", "method_not_allowed"),
+             dialect);
+}
+
+void RouteTable::add_method(const std::string& path, const char* method) {
+  auto [entry, added] = methods_by_path_.try_emplace(path);
+  entry->second.insert(method);
+  if (added && path.find('(') != std::string::npos) patterns_.emplace_back(std::regex(path), path);
+}
+
+std::string RouteTable::route_of(const std::string& path) const {
+  if (methods_by_path_.contains(path)) return path;
+  for (const auto& [pattern, route] : patterns_) {
+    if (std::regex_match(path, pattern)) return route;
+  }
+  return path;
 }
 
 std::string RouteTable::endpoint_of(const std::string& path) const {
-  return methods_by_path_.contains(path) ? path : "unmatched";
+  const std::string route = route_of(path);
+  return methods_by_path_.contains(route) ? route : "unmatched";
 }
 
 }  // namespace mlaserve::server

@@ -32,4 +32,27 @@ std::vector<nlohmann::json> sse_json_events(const std::string& body) {
   return std::move(stream.events);
 }
 
+std::vector<NamedEvent> named_events(const std::string& body) {
+  std::vector<NamedEvent> events;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    const std::string block = body.substr(at, end - at);
+    at = end == std::string::npos ? body.size() : end + 2;
+    const size_t newline = block.find('\n');
+    EXPECT_EQ(block.rfind("event: ", 0), 0u) << block;
+    EXPECT_NE(newline, std::string::npos) << block;
+    if (block.rfind("event: ", 0) != 0 || newline == std::string::npos) continue;
+    NamedEvent event{block.substr(7, newline - 7), nullptr};
+    const std::string data_line = block.substr(newline + 1);
+    EXPECT_EQ(data_line.rfind("data: ", 0), 0u) << block;
+    event.data = nlohmann::json::parse(data_line.substr(std::min<size_t>(6, data_line.size())),
+                                       nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(event.data.is_discarded()) << block;
+    EXPECT_EQ(event.data.value("type", ""), event.name) << block;
+    events.push_back(std::move(event));
+  }
+  return events;
+}
+
 }  // namespace mlaserve::testing

@@ -1,5 +1,6 @@
 // Server-sent event streams as the server writes them: "data: <payload>\n\n" events, the last
-// one "data: [DONE]".
+// one "data: [DONE]" (OpenAI's chat and SGLang), or named events "event: NAME\ndata: <payload>\n\n"
+// with no terminator (the Responses and Anthropic APIs).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -22,5 +23,15 @@ EventStream parse_event_stream(const std::string& body);
 
 // The JSON events of a stream body, failing the test also when [DONE] does not end it.
 std::vector<nlohmann::json> sse_json_events(const std::string& body);
+
+struct NamedEvent {
+  std::string name;
+  nlohmann::json data;
+};
+
+// The named events of a stream body, failing the test on a block that is not one "event: " line
+// and one "data: " line, on a payload that is not JSON, on a "data: [DONE]" and on an event whose
+// data's "type" is not its name.
+std::vector<NamedEvent> named_events(const std::string& body);
 
 }  // namespace mlaserve::testing
