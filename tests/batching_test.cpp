@@ -182,6 +182,37 @@ TEST(Batching, SharedPrefixFindsItsGroupUnderDpAttention) {
   expect_shared_prefix_reused("--tp 2 --dp 2 --enable-dp-attention");  // the default balancer
 }
 
+// cache_salt: a prompt cached under one salt is not reused under another (0 cached tokens), and
+// is reused in full under the same salt; the outputs do not depend on it.
+TEST(Batching, CacheSaltsIsolateCachedPrefixes) {
+  std::vector<int> prompt = mixed_jobs(10)[9].prompt;
+  while (prompt.size() < 120) prompt.push_back(static_cast<int>(300 + prompt.size() * 7 % 3000));
+  const ServerProcess server("");
+  const auto generate = [&](const std::string& salt) {
+    json body = {{"input_ids", prompt},
+                 {"sampling_params", {{"max_new_tokens", 4}, {"temperature", 0}}}};
+    if (!salt.empty()) body["cache_salt"] = salt;
+    return server.call("/generate", &body);
+  };
+  const json first = generate("tenant-a");
+  const json other = generate("tenant-b");
+  const json unsalted = generate("");
+  const json same = generate("tenant-a");
+  EXPECT_EQ(first["meta_info"]["cached_tokens"], 0);
+  EXPECT_EQ(other["meta_info"]["cached_tokens"], 0);
+  EXPECT_EQ(unsalted["meta_info"]["cached_tokens"], 0);
+  // The whole prompt but its last token (which is run again for the first logits).
+  EXPECT_EQ(same["meta_info"]["cached_tokens"], prompt.size() - 1);
+  EXPECT_EQ(first["output_ids"], other["output_ids"]);
+  EXPECT_EQ(first["output_ids"], same["output_ids"]);
+  const httplib::Result bad =
+      ServerApi(server.port())
+          .post("/generate", json{{"input_ids", prompt}, {"cache_salt", 5}}.dump());
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "cache_salt") << bad->body;
+}
+
 const std::string kSparseModel = "--model models/brown-tiny-dsa ";
 
 TEST(Batching, SparseAttentionRequestsEqualTheirAloneOutputs) {

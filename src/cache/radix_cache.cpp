@@ -29,7 +29,9 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
 
 }  // namespace
 
-RadixCache::RadixCache() : root_(std::make_unique<Node>()) {}
+RadixCache::RadixCache() {
+  roots_[""] = std::make_unique<Node>();
+}
 RadixCache::~RadixCache() = default;
 RadixCache::RadixCache(RadixCache&&) noexcept = default;
 RadixCache& RadixCache::operator=(RadixCache&&) noexcept = default;
@@ -54,9 +56,18 @@ RadixCache::Node* RadixCache::split(Node* node, size_t at) {
   return result;
 }
 
-RadixCache::Match RadixCache::match_prefix(std::span<const int32_t> tokens) {
+RadixCache::Node* RadixCache::root(const std::string& salt) {
+  std::unique_ptr<Node>& root = roots_[salt];
+  if (!root) root = std::make_unique<Node>();
+  return root.get();
+}
+
+RadixCache::Match RadixCache::match_prefix(std::span<const int32_t> tokens,
+                                           const std::string& salt) {
   Match match;
-  Node* node = root_.get();
+  const auto tree = roots_.find(salt);
+  if (tree == roots_.end()) return match;
+  Node* node = tree->second.get();
   size_t pos = 0;
   while (pos < tokens.size()) {
     const auto it = node->children.find(tokens[pos]);
@@ -69,14 +80,16 @@ RadixCache::Match RadixCache::match_prefix(std::span<const int32_t> tokens) {
     node = child;
     pos += k;
   }
-  match.last = node;
+  if (node->parent) match.last = node;
   return match;
 }
 
-int64_t RadixCache::insert(std::span<const int32_t> tokens, std::span<const int32_t> slots) {
+int64_t RadixCache::insert(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                           const std::string& salt) {
   if (tokens.size() != slots.size())
     fail("radix insert: {} tokens but {} slots", tokens.size(), slots.size());
-  Node* node = root_.get();
+  if (tokens.empty()) return 0;
+  Node* node = root(salt);
   size_t pos = 0;
   while (pos < tokens.size()) {
     const auto it = node->children.find(tokens[pos]);
@@ -101,7 +114,7 @@ int64_t RadixCache::insert(std::span<const int32_t> tokens, std::span<const int3
 }
 
 void RadixCache::lock(Node* node) {
-  for (; node != root_.get(); node = node->parent) {
+  for (; node->parent; node = node->parent) {
     if (node->lock_ref++ == 0) {
       evictable_ -= node->size();
       protected_ += node->size();
@@ -110,7 +123,7 @@ void RadixCache::lock(Node* node) {
 }
 
 void RadixCache::unlock(Node* node) {
-  for (; node != root_.get(); node = node->parent) {
+  for (; node->parent; node = node->parent) {
     if (node->lock_ref <= 0) fail("radix unlock of a node that is not locked");
     if (--node->lock_ref == 0) {
       evictable_ += node->size();
@@ -122,12 +135,13 @@ void RadixCache::unlock(Node* node) {
 std::vector<int32_t> RadixCache::evict(int64_t n_tokens) {
   auto older = [](const Node* a, const Node* b) { return a->last_access > b->last_access; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(older)> leaves(older);
-  std::vector<Node*> stack = {root_.get()};
+  std::vector<Node*> stack;
+  for (auto& [salt, root] : roots_) stack.push_back(root.get());
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     for (auto& [token, child] : node->children) stack.push_back(child.get());
-    if (node != root_.get() && node->children.empty() && node->lock_ref == 0) leaves.push(node);
+    if (node->parent && node->children.empty() && node->lock_ref == 0) leaves.push(node);
   }
   std::vector<int32_t> freed;
   while (static_cast<int64_t>(freed.size()) < n_tokens && !leaves.empty()) {
@@ -137,16 +151,23 @@ std::vector<int32_t> RadixCache::evict(int64_t n_tokens) {
     evictable_ -= leaf->size();
     Node* parent = leaf->parent;
     parent->children.erase(leaf->key.front());
-    if (parent != root_.get() && parent->children.empty() && parent->lock_ref == 0)
-      leaves.push(parent);
+    if (parent->parent && parent->children.empty() && parent->lock_ref == 0) leaves.push(parent);
   }
+  drop_empty_salts();
   return freed;
+}
+
+void RadixCache::drop_empty_salts() {
+  std::erase_if(roots_, [](const auto& entry) {
+    return !entry.first.empty() && entry.second->children.empty();
+  });
 }
 
 std::vector<int32_t> RadixCache::reset() {
   if (protected_ > 0) fail("radix reset while {} cached tokens are in use", protected_);
   std::vector<int32_t> freed = evict(evictable_);
-  root_ = std::make_unique<Node>();
+  roots_.clear();
+  roots_[""] = std::make_unique<Node>();
   return freed;
 }
 

@@ -2,13 +2,17 @@
 // RadixCache). Each edge holds a run of token ids and the KV slots their latents were written to;
 // a new request whose prompt starts with a cached run reuses those slots and extends only the
 // suffix. Requests lock the node their match ended at, so the path they read cannot be evicted;
-// unlocked leaves are evicted least recently used first when the pool runs short.
+// unlocked leaves are evicted least recently used first when the pool runs short. A request's
+// cache salt (vLLM's and SGLang's cache_salt: per-tenant isolation) picks a tree of its own:
+// requests with different salts never share an entry, those with the same salt (or none) share
+// as before.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace mlaserve::cache {
@@ -18,7 +22,8 @@ class RadixCache {
   struct Node;
   struct Match {
     std::vector<int32_t> slots;  // KV slots of the longest cached prefix, in token order
-    Node* last = nullptr;        // node the match ended at (lock it while the slots are in use)
+    // Node the match ended at (lock it while the slots are in use); null when nothing matched.
+    Node* last = nullptr;
   };
 
   RadixCache();
@@ -28,13 +33,14 @@ class RadixCache {
   RadixCache(RadixCache&&) noexcept;
   RadixCache& operator=(RadixCache&&) noexcept;
 
-  // Longest cached prefix of tokens; marks the path as recently used.
-  Match match_prefix(std::span<const int32_t> tokens);
+  // Longest cached prefix of tokens under `salt`; marks the path as recently used.
+  Match match_prefix(std::span<const int32_t> tokens, const std::string& salt = {});
 
-  // Caches tokens[i] -> slots[i]. Returns how many leading tokens were already cached: the caller
-  // owns slots[k] for k below that count only if they differ from the cached ones, and must free
-  // those duplicates (the cache keeps its own).
-  int64_t insert(std::span<const int32_t> tokens, std::span<const int32_t> slots);
+  // Caches tokens[i] -> slots[i] under `salt`. Returns how many leading tokens were already
+  // cached: the caller owns slots[k] for k below that count only if they differ from the cached
+  // ones, and must free those duplicates (the cache keeps its own).
+  int64_t insert(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                 const std::string& salt = {});
 
   // Lock refs along the path from node to the root: locked tokens are never evicted.
   void lock(Node* node);
@@ -53,8 +59,12 @@ class RadixCache {
 
  private:
   Node* split(Node* node, size_t at);
+  Node* root(const std::string& salt);
+  // Drops the trees of salts that hold nothing (no match points at a root).
+  void drop_empty_salts();
 
-  std::unique_ptr<Node> root_;
+  // One tree per salt; "" (no salt) always exists.
+  std::map<std::string, std::unique_ptr<Node>> roots_;
   uint64_t clock_ = 0;  // access counter for LRU
   int64_t evictable_ = 0, protected_ = 0;
 };

@@ -23,6 +23,33 @@ TEST(RadixCache, MatchesTheLongestCachedPrefixAcrossSplitEdges) {
   EXPECT_EQ(cache.cached_tokens(), 5);  // splitting moves tokens between nodes, never copies
 }
 
+// Each salt has a tree of its own: a prefix cached under one salt is invisible under another
+// (and without one), and shared within it.
+TEST(RadixCache, SaltsIsolateTheirPrefixes) {
+  RadixCache cache;
+  EXPECT_EQ(cache.insert(Ids{1, 2, 3}, Ids{10, 11, 12}, "tenant-a"), 0);
+  EXPECT_TRUE(cache.match_prefix(Ids{1, 2, 3}).slots.empty());
+  EXPECT_EQ(cache.match_prefix(Ids{1, 2, 3}).last, nullptr);
+  EXPECT_TRUE(cache.match_prefix(Ids{1, 2, 3}, "tenant-b").slots.empty());
+  EXPECT_EQ(cache.match_prefix(Ids{1, 2, 9}, "tenant-a").slots, (Ids{10, 11}));
+  EXPECT_EQ(cache.insert(Ids{1, 2, 3}, Ids{20, 21, 22}), 0);  // unsalted: its own copy
+  EXPECT_EQ(cache.insert(Ids{1, 2, 3}, Ids{30, 31, 32}, "tenant-a"), 3);
+  EXPECT_EQ(cache.cached_tokens(), 6);
+  // Locks and eviction work across the trees; an emptied salt's tree goes away.
+  RadixCache::Match a = cache.match_prefix(Ids{1, 2, 3}, "tenant-a");
+  cache.lock(a.last);
+  Ids freed = cache.evict(100);
+  EXPECT_EQ(freed, (Ids{20, 21, 22}));
+  cache.unlock(a.last);
+  freed = cache.evict(100);
+  std::sort(freed.begin(), freed.end());
+  EXPECT_EQ(freed, (Ids{10, 11, 12}));
+  EXPECT_EQ(cache.cached_tokens(), 0);
+  EXPECT_TRUE(cache.match_prefix(Ids{1, 2, 3}, "tenant-a").slots.empty());
+  EXPECT_EQ(cache.insert(Ids{1, 2, 3}, Ids{40, 41, 42}, "tenant-a"), 0);
+  EXPECT_EQ(cache.reset(), (Ids{40, 41, 42}));
+}
+
 TEST(RadixCache, LockedPathsAreNeverEvicted) {
   RadixCache cache;
   cache.insert(Ids{1, 2, 3}, Ids{10, 11, 12});

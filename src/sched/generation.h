@@ -43,6 +43,9 @@ struct GenerationRequest {
   // --enable-priority-scheduling: higher values are admitted first among a DP group's waiting
   // requests (running requests are not preempted); 0 without the flag.
   int32_t priority = 0;
+  // Prefix-cache isolation (vLLM's and SGLang's cache_salt): requests share cached prefixes only
+  // with requests of the same salt ("" : no salt).
+  std::string cache_salt;
 };
 
 // Rejected: the request cannot run as asked (prompt plus max_new_tokens over the context or the

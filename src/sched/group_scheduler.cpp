@@ -69,7 +69,7 @@ int64_t GroupScheduler::outstanding_tokens() const {
 // the whole sequence, so at least one token runs for the logits.
 cache::RadixCache::Match GroupScheduler::match_cached_prefix(const ActiveRequest& r) {
   if (!limits_.radix_cache || r.fill_len() < 1) return {};
-  return cache_.match_prefix(r.fill_tokens(0, r.fill_len() - 1));
+  return cache_.match_prefix(r.fill_tokens(0, r.fill_len() - 1), r.request.cache_salt);
 }
 
 int64_t GroupScheduler::cached_prefix_length(const ActiveRequest& r) {
@@ -151,7 +151,8 @@ void GroupScheduler::release_kv(ActiveRequest& r) {
   int64_t keep = 0;  // leading slots now owned by the cache
   if (limits_.radix_cache) {
     const int64_t cached =
-        cache_.insert(r.fill_tokens(0, computed), slots.first(static_cast<size_t>(computed)));
+        cache_.insert(r.fill_tokens(0, computed), slots.first(static_cast<size_t>(computed)),
+                      r.request.cache_salt);
     slots_.release(slots.subspan(static_cast<size_t>(r.n_prefix_slots),
                                  static_cast<size_t>(cached - r.n_prefix_slots)));
     keep = computed;

@@ -105,10 +105,12 @@ void read_shared_fields(const nlohmann::json& object, int32_t vocab_size,
   options.n = read_bounded_int(object, "n", 1, kMaxChoices, 1);
 }
 
-// Request priority, on every route's top level (as vLLM and SGLang take it).
-void read_priority(const nlohmann::json& body, GenerationOptions& options) {
+// The request controls on every route's top level, as vLLM and SGLang take them: "priority" and
+// "cache_salt" (requests share cached prompt prefixes only with requests of the same salt).
+void read_request_controls(const nlohmann::json& body, GenerationOptions& options) {
   options.priority = read_bounded_int(body, "priority", std::numeric_limits<int32_t>::min(),
                                       std::numeric_limits<int32_t>::max(), 0);
+  options.cache_salt = read_string(body, "cache_salt").value_or("");
 }
 
 void read_openai_logprobs(const nlohmann::json& body, Api api, GenerationOptions& options) {
@@ -154,7 +156,7 @@ GenerationOptions parse_openai_options(const nlohmann::json& body, Api api, int3
   }
   read_openai_logprobs(body, api, options);
   read_stream_options(body, options);
-  read_priority(body, options);
+  read_request_controls(body, options);
   if (api == Api::Completions) {
     options.echo = read_bool(body, "echo").value_or(false);
     if (options.echo && options.logprobs) {
@@ -186,7 +188,7 @@ GenerationOptions parse_anthropic_options(const nlohmann::json& body, bool needs
       throw invalid_request("'stop_sequences' must not hold empty strings", "stop_sequences");
   }
   options.stream = read_bool(body, "stream").value_or(false);
-  read_priority(body, options);
+  read_request_controls(body, options);
   return options;
 }
 
@@ -208,7 +210,7 @@ GenerationOptions parse_responses_options(const nlohmann::json& body, int32_t vo
   options.top_logprobs = read_bounded_int(body, "top_logprobs", 0, kMaxTopLogprobs, 0);
   options.logprobs = options.top_logprobs > 0;
   options.stream = read_bool(body, "stream").value_or(false);
-  read_priority(body, options);
+  read_request_controls(body, options);
   return options;
 }
 
@@ -226,7 +228,7 @@ GenerationOptions parse_native_options(const nlohmann::json& body, int32_t vocab
   options.logprobs = read_bool(body, "return_logprob").value_or(false);
   options.top_logprobs = read_bounded_int(body, "top_logprobs_num", 0, kMaxTopLogprobs, 0);
   options.return_text_in_logprobs = read_bool(body, "return_text_in_logprobs").value_or(false);
-  read_priority(body, options);
+  read_request_controls(body, options);
   if (!options.logprobs) options.top_logprobs = 0;
   return options;
 }
@@ -244,6 +246,7 @@ sched::GenerationRequest engine_request(const GenerationOptions& options,
   request.logprobs = options.logprobs;
   request.top_logprobs = options.top_logprobs;
   request.priority = options.priority;
+  request.cache_salt = options.cache_salt;
   if (options.make_constraint) request.constraint = options.make_constraint();
   return request;
 }

@@ -32,6 +32,7 @@ struct GenerationOptions {
   bool echo = false;                     // completions: prepend the prompt
   bool return_text_in_logprobs = false;  // SGLang: token text beside each logprob
   int32_t priority = 0;                  // vLLM's and SGLang's request priority (higher first)
+  std::string cache_salt;                // prefix-cache isolation ("" : shared)
   // Structured output: each engine request gets its own walk of the grammar (null: none).
   ConstraintFactory make_constraint;
 };

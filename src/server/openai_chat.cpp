@@ -168,17 +168,23 @@ class ChatFormat final : public GenerationFormat {
 
 }  // namespace
 
+ChatRequest parse_chat_completions_request(const nlohmann::json& body, const OrderedBody& ordered,
+                                           const tokenizer::Tokenizer& tokenizer) {
+  ChatRequest chat;
+  chat.options = parse_openai_options(body, Api::Chat, tokenizer.vocab_size());
+  chat.template_kwargs = chat_template_kwargs(body, ordered);
+  chat.tools = parse_tool_request(body, ordered, tokenizer);
+  chat.output_format = response_format(body, ordered);
+  chat.messages = chat_messages(body);
+  return chat;
+}
+
 void handle_chat_completions(ServerContext& context, const httplib::Request& request,
                              httplib::Response& response) {
   const nlohmann::json body = parse_json_object(request.body);
   check_model(body, context);
-  const OrderedBody ordered(request.body);
-  ChatRequest chat;
-  chat.options = parse_openai_options(body, Api::Chat, context.tokenizer.vocab_size());
-  chat.template_kwargs = chat_template_kwargs(body, ordered);
-  chat.tools = parse_tool_request(body, ordered, context.tokenizer);
-  chat.output_format = response_format(body, ordered);
-  chat.messages = chat_messages(body);
+  ChatRequest chat =
+      parse_chat_completions_request(body, OrderedBody(request.body), context.tokenizer);
   const OpenAiResponseHeader header{new_request_id("chatcmpl-"), unix_time_now(),
                                     context.served_model_name()};
   run_chat(context, request, response, std::move(chat), header.id, kDefaultMaxTokens,

@@ -16,6 +16,12 @@
 
 namespace mlaserve::server {
 
+struct ChatRequest;
+
+// A /v1/chat/completions body as a chat request (400 naming the field for anything malformed).
+ChatRequest parse_chat_completions_request(const nlohmann::json& body, const OrderedBody& ordered,
+                                           const tokenizer::Tokenizer& tokenizer);
+
 void handle_completions(ServerContext& context, const httplib::Request& request,
                         httplib::Response& response);
 void handle_chat_completions(ServerContext& context, const httplib::Request& request,

@@ -4,50 +4,22 @@
 // DeepSeek-V3's tokenizer and chat template), the token budget and the engine requests. A bad
 // body must be a 4xx ApiError; a 5xx or any other exception would reach the client as a server
 // error, so it aborts and libFuzzer reports it.
-#include <cstdint>
-#include <cstdlib>
-#include <functional>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "server/api_error.h"
-#include "server/generation_options.h"
+#include "server/chat_request.h"
 #include "server/json_fields.h"
-#include "server/prompt_input.h"
-#include "tokenizer/tokenizer.h"
+#include "server/openai_handlers.h"
+#include "server/request_fuzz_support.h"
 
 namespace {
 
 using namespace mlaserve::server;
-using mlaserve::tokenizer::Tokenizer;
+using namespace mlaserve::server::fuzzing;
 
-constexpr int64_t kContextLength = 4096;
-constexpr int64_t kDefaultMaxNewTokens = 128;
-
-const Tokenizer& tokenizer() {
-  static const Tokenizer loaded =
-      Tokenizer::load(MLASERVE_SOURCE_DIR "/tests/data/tokenizer/deepseek-v3");
-  return loaded;
-}
-
-// Runs `parse`; a client error is an expected outcome, anything else aborts.
-void expect_client_error_at_worst(const std::function<void()>& parse) {
-  try {
-    parse();
-  } catch (const ApiError& error) {
-    if (error.status() >= 500) std::abort();
-  }
-}
-
-void build_requests(const GenerationOptions& options, const std::vector<Prompt>& prompts) {
-  for (const Prompt& prompt : prompts) {
-    const int64_t max_new_tokens = resolve_max_new_tokens(
-        prompt.ids.size(), options.max_new_tokens, kDefaultMaxNewTokens, kContextLength, "max");
-    for (size_t choice = 0; choice < static_cast<size_t>(options.n); ++choice)
-      (void)engine_request(options, prompt.ids, max_new_tokens, choice);
-  }
+const mlaserve::tokenizer::Tokenizer& tokenizer() {
+  return fuzz_tokenizer();
 }
 
 }  // namespace
@@ -70,10 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     build_requests(options, completion_prompts(body, tokenizer()));
   });
   expect_client_error_at_worst([&] {
-    const GenerationOptions options = parse_openai_options(body, Api::Chat, vocab_size);
-    const OrderedBody ordered(text);
-    build_requests(options, {chat_prompt(chat_messages(body), tokenizer(), nullptr,
-                                         chat_template_kwargs(body, ordered))});
+    build_chat_requests(parse_chat_completions_request(body, OrderedBody(text), tokenizer()));
   });
   expect_client_error_at_worst([&] {
     const GenerationOptions options = parse_native_options(body, vocab_size);
