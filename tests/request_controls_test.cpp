@@ -1,12 +1,16 @@
 // Request controls end to end on brown-tiny. Priority: refused (400) by a server started without
-// --enable-priority-scheduling, served by one started with it. logit_bias: -100 on the greedy token
-// makes the model pick another, +100 on a token it would not pick forces it (native /generate and
-// OpenAI completions); and under MTP speculation on brown-tiny-mtp a moderate bias (one that
-// changes the greedy continuation) gives the tokens it gives without speculation: the verify rows
-// carry the bias.
+// --enable-priority-scheduling, served by one started with it; a high-priority request preempts a
+// running low-priority one, which still gives the tokens it gives alone. Timings: a request that
+// waited for a place says so in its queue time, and the phases add up to its latency. logit_bias:
+// -100 on the greedy token makes the model pick another, +100 on a token it would not pick forces
+// it (native /generate and OpenAI completions); and under MTP speculation on brown-tiny-mtp a
+// moderate bias (one that changes the greedy continuation) gives the tokens it gives without
+// speculation: the verify rows carry the bias.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
+#include <thread>
 
 #include "support/server_process.h"
 
@@ -88,6 +92,65 @@ TEST(Priority, NeedsTheFlagAndIsServedWithIt) {
   ServerProcess prioritised("--enable-priority-scheduling");
   ASSERT_GT(prioritised.port(), 0);
   EXPECT_EQ(prioritised.call("/v1/completions", &body)["usage"]["completion_tokens"], 2);
+}
+
+// /generate, greedy, ignoring EOS, at `priority`; the whole answer.
+json generate_at(const ServerApi& api, const std::vector<int>& prompt, int max_new, int priority) {
+  const json body = {
+      {"input_ids", prompt},
+      {"priority", priority},
+      {"sampling_params", {{"max_new_tokens", max_new}, {"temperature", 0}, {"ignore_eos", true}}}};
+  return api.post_json("/generate", body);
+}
+
+// One place for a running request: the high-priority request, sent while the low-priority one
+// runs, preempts it (its first token comes long before the low one ends), and the low one resumes
+// and gives its tokens of a run alone.
+TEST(Priority, AHigherPriorityRequestPreemptsARunningOne) {
+  ServerProcess server("--enable-priority-scheduling --max-running-requests 1");
+  ASSERT_GT(server.port(), 0);
+  const ServerApi api(server.port());
+  const std::vector<int> low_prompt = {0, 11, 22, 33}, high_prompt = {0, 44, 55, 66};
+  const json low_alone = generate_at(api, low_prompt, 200, 0);
+  auto low = std::async(std::launch::async, [&] { return generate_at(api, low_prompt, 200, 0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // low runs
+  const json high = generate_at(api, high_prompt, 4, 10);
+  const json low_done = low.get();
+  EXPECT_EQ(low_done["output_ids"], low_alone["output_ids"]);
+  // The high request did not wait for the low one's 200 tokens.
+  EXPECT_LT(high["meta_info"]["timings"]["queue_ms"].get<double>(),
+            0.5 * low_alone["meta_info"]["timings"]["decode_ms"].get<double>())
+      << high.dump() << "\n"
+      << low_alone.dump();
+  EXPECT_GT(api.engine_status().value("preemptions", 0), 0) << api.engine_status().dump();
+}
+
+TEST(Timings, QueueAndPhasesOfARequest) {
+  ServerProcess server("--max-running-requests 1");
+  ASSERT_GT(server.port(), 0);
+  const ServerApi api(server.port());
+  auto first = std::async(std::launch::async, [&] { return generate_at(api, kPrompt, 64, 0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const json second = generate_at(api, kPrompt, 4, 0);
+  const json first_done = first.get();
+  const json& running = first_done["meta_info"]["timings"];
+  const json& queued = second["meta_info"]["timings"];
+  // The second waited for the first's place (most of the first's decode).
+  EXPECT_GT(queued["queue_ms"].get<double>(), 0.3 * running["decode_ms"].get<double>())
+      << first_done.dump() << "\n"
+      << second.dump();
+  for (const json* t : {&running, &queued}) {
+    const double parts = (*t)["queue_ms"].get<double>() + (*t)["prefill_ms"].get<double>() +
+                         (*t)["decode_ms"].get<double>();
+    EXPECT_NEAR(parts, (*t)["e2e_ms"].get<double>(), 5.0) << t->dump();
+  }
+  EXPECT_GT(running["decode_tokens_per_second"].get<double>(), 0.0);
+  // OpenAI routes give them on request, per choice.
+  const json chat = {{"prompt", "The jury"}, {"max_tokens", 3}, {"return_timings", true}};
+  const json answer = server.call("/v1/completions", &chat);
+  EXPECT_TRUE(answer["choices"][0]["timings"]["decode_ms"].is_number()) << answer.dump();
+  const json plain = {{"prompt", "The jury"}, {"max_tokens", 3}};
+  EXPECT_FALSE(server.call("/v1/completions", &plain)["choices"][0].contains("timings"));
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ struct ActiveRequest {
   int64_t n_prefilled = 0;
   int64_t prefill_len = 0;
   int64_t cached_tokens = 0;  // prompt tokens reused from the radix cache at first admission
+  std::chrono::steady_clock::time_point admitted;  // first admission
   int retractions = 0;
   // NEXTN speculation (0: off for this request): tokens drafted per step, the drafts the next
   // decode verifies, the slots a step used beyond the kept tokens (freed before the next plan),

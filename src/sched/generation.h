@@ -60,7 +60,8 @@ struct TokenEvent {
   FinishReason finish = FinishReason::None;      // set on the request's last event
   std::string error;                             // Error, Rejected: why
   int64_t prompt_tokens = 0, cached_tokens = 0;  // filled on the first event
-  int64_t spec_verify_ct = 0;                    // speculative verify steps of the request so far
+  double queue_seconds = 0;    // first event: from submit to the step that began its prefill
+  int64_t spec_verify_ct = 0;  // speculative verify steps of the request so far
 };
 
 using EventSink = std::function<void(const TokenEvent&)>;

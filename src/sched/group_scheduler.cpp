@@ -136,7 +136,10 @@ bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
   r.prefix_node = match.last;
   r.n_prefix_slots = n_match;
   r.n_prefilled = n_match;
-  if (r.retractions == 0) r.cached_tokens = n_match;
+  if (r.retractions == 0) {
+    r.cached_tokens = n_match;
+    r.admitted = std::chrono::steady_clock::now();
+  }
   const std::vector<int32_t> fresh = allocate(extend);
   r.slots.insert(r.slots.end(), fresh.begin(), fresh.end());
   return true;
@@ -246,27 +249,57 @@ void GroupScheduler::admit_waiting(runtime::GroupPlan& plan, int64_t& chunk_budg
   }
 }
 
+// Takes running request `victim` back to the waiting queue's front: its computed KV goes to the
+// radix cache, its generated tokens stay, and it is prefilled again (mostly from the cache) later.
+void GroupScheduler::retract(std::vector<std::shared_ptr<ActiveRequest>>::iterator victim) {
+  std::shared_ptr<ActiveRequest> r = *victim;
+  running_.erase(victim);
+  release_kv(*r);
+  r->retractions += 1;
+  reset_prefill(*r);
+  waiting_.push_front(r);
+  retractions_ += 1;
+}
+
 // Retracts running requests until each remaining one has a slot for this step: fewest generated
-// tokens first, then the longest prompt (SGLang's order: the least work is lost). A retracted
-// request keeps its generated tokens and is prefilled again (mostly from the radix cache) later.
+// tokens first, then the longest prompt (SGLang's order: the least work is lost).
 void GroupScheduler::retract_until_decode_fits() {
   while (available() < decode_slots() && running_.size() > 1) {
-    const auto victim =
-        std::min_element(running_.begin(), running_.end(), [](const auto& a, const auto& b) {
-          if (a->n_generated() != b->n_generated()) return a->n_generated() < b->n_generated();
-          return a->prompt_len() > b->prompt_len();
-        });
-    std::shared_ptr<ActiveRequest> r = *victim;
-    running_.erase(victim);
-    release_kv(*r);
-    r->retractions += 1;
-    reset_prefill(*r);
-    waiting_.push_front(r);
-    retractions_ += 1;
+    retract(std::min_element(running_.begin(), running_.end(), [](const auto& a, const auto& b) {
+      if (a->n_generated() != b->n_generated()) return a->n_generated() < b->n_generated();
+      return a->prompt_len() > b->prompt_len();
+    }));
     new_token_ratio_ = 1.0;
   }
   if (available() < decode_slots()) {
     fail("KV pool of {} tokens cannot hold one decoding request", slots_.capacity());
+  }
+}
+
+// Priority preemption: while the highest-priority waiting request cannot be admitted (the group
+// runs its limit of requests, or the KV pool cannot take its prefill and expected generation), a
+// running request of lower priority is retracted for it: the lowest priority first, then the
+// fewest generated tokens. So a high-priority request waits at most about one step for room; the
+// retracted one resumes (with the tokens it had) once no higher-priority request waits. Strict
+// priority: under a steady stream of higher-priority work a low-priority request waits.
+void GroupScheduler::preempt_for_priority() {
+  order_waiting();
+  while (!waiting_.empty()) {
+    const ActiveRequest& top = *waiting_.front();
+    const int64_t extend = top.prefill_len - cached_prefix_length(top);
+    const bool no_room = static_cast<int64_t>(running_.size()) >= limits_.max_running ||
+                         extend + expected_new_tokens(top) + decode_reservation() > available();
+    if (!no_room) return;
+    const auto victim =
+        std::min_element(running_.begin(), running_.end(), [](const auto& a, const auto& b) {
+          if (a->request.priority != b->request.priority)
+            return a->request.priority < b->request.priority;
+          return a->n_generated() < b->n_generated();
+        });
+    if (victim == running_.end() || (*victim)->request.priority >= top.request.priority) return;
+    retract(victim);
+    preemptions_ += 1;
+    order_waiting();  // the retracted request goes behind the higher-priority ones
   }
 }
 
@@ -296,6 +329,7 @@ runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   runtime::GroupPlan plan;
   planned_decode_tokens_ = 0;
   for (auto& r : running_) trim_speculation(*r);
+  if (limits_.priority) preempt_for_priority();
   // Mixed steps: the decodes take their KV slots first, then prompt chunks fill the budget, so
   // the weights a step streams serve both and no decode waits behind a long prefill.
   if (limits_.mixed_steps) decode_running(plan);

@@ -30,7 +30,9 @@ struct GroupLimits {
   bool radix_cache = true;
   bool mixed_steps = true;  // decodes ride along prompt chunks (else a step prefills or decodes)
   SchedulePolicy policy = SchedulePolicy::Fcfs;
-  bool priority = false;  // waiting requests ordered by GenerationRequest::priority first
+  // Waiting requests ordered by GenerationRequest::priority first; a running request of lower
+  // priority is retracted when a higher one cannot be admitted.
+  bool priority = false;
 };
 
 class GroupScheduler {
@@ -59,6 +61,8 @@ class GroupScheduler {
   int64_t kv_used() const { return slots_.capacity() - available(); }
   int64_t cached_tokens() const { return cache_.cached_tokens(); }
   int64_t retractions() const { return retractions_; }
+  // Running requests retracted for a higher-priority waiting one (counted in retractions too).
+  int64_t preemptions() const { return preemptions_; }
   int64_t outstanding_tokens() const;
   // Prompt tokens of r this group's radix cache holds (0 with the cache off).
   int64_t cached_prefix_length(const ActiveRequest& r);
@@ -73,7 +77,9 @@ class GroupScheduler {
   void order_waiting();
   bool try_admit(ActiveRequest& r, int64_t prefill_budget);
   void release_kv(ActiveRequest& r);
+  void retract(std::vector<std::shared_ptr<ActiveRequest>>::iterator victim);
   void retract_until_decode_fits();
+  void preempt_for_priority();
 
   runtime::PlannedSequence prefill_chunk(ActiveRequest& r, int64_t max_tokens);
   runtime::PlannedSequence decode(ActiveRequest& r);
@@ -94,6 +100,7 @@ class GroupScheduler {
   double new_token_ratio_;
   int64_t planned_decode_tokens_ = 0;
   int64_t retractions_ = 0;
+  int64_t preemptions_ = 0;
 };
 
 }  // namespace mlaserve::sched

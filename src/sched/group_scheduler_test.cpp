@@ -143,6 +143,45 @@ TEST(GroupScheduler, PriorityOrdersTheWaitingRequests) {
   }
 }
 
+// A high-priority request that finds the group full takes the place of the lowest-priority
+// running request in its first step; the retracted one resumes, with the tokens it had, once
+// the high-priority one is done. Without priorities nothing is preempted.
+TEST(GroupScheduler, HigherPriorityPreemptsALowerRunningRequest) {
+  for (bool priority : {true, false}) {
+    SCOPED_TRACE(priority ? "priority" : "fcfs");
+    GroupScheduler s(1000, {.chunk_tokens = 100, .max_running = 2, .priority = priority});
+    auto low = request(1, 4, 50, 1);
+    auto middle = request(2, 4, 50, 2);
+    middle->request.priority = 1;
+    s.enqueue(low);
+    s.enqueue(middle);
+    for (int i = 0; i < 3; ++i) step(s);
+    ASSERT_EQ(low->n_generated(), 3);
+    auto high = request(3, 4, 50, 3);
+    high->request.priority = 9;
+    s.enqueue(high);
+    const runtime::GroupPlan plan = step(s);
+    std::vector<uint64_t> planned;
+    for (const auto& p : plan.seqs) planned.push_back(p.id);
+    if (!priority) {
+      EXPECT_EQ(planned, (std::vector<uint64_t>{1, 2}));  // high waits for a free place
+      EXPECT_EQ(s.preemptions(), 0);
+      continue;
+    }
+    EXPECT_EQ(planned, (std::vector<uint64_t>{2, 3}));  // low made room; high prefilled at once
+    EXPECT_EQ(s.preemptions(), 1);
+    ASSERT_EQ(low->n_generated(), 3);  // kept
+    EXPECT_TRUE(s.remove(3));
+    const runtime::GroupPlan resumed = step(s);
+    ASSERT_EQ(resumed.seqs.size(), 2u);
+    EXPECT_EQ(resumed.seqs[1].id, 1u);
+    // Its prompt and the 3 tokens it had generated: the prefill resumes its sequence.
+    EXPECT_EQ(resumed.seqs[1].n_cached + static_cast<int64_t>(resumed.seqs[1].new_tokens.size()),
+              7);
+    EXPECT_EQ(resumed.seqs[1].new_tokens.back(), 102);
+  }
+}
+
 TEST(GroupScheduler, WithoutMixedStepsPrefillHasPriorityOverDecode) {
   GroupScheduler s(100, {.chunk_tokens = 100, .max_running = 8, .mixed_steps = false});
   s.enqueue(request(1, 4, 5));

@@ -259,6 +259,7 @@ bool ServingEngine::emit(ActiveRequest& r, const runtime::SequenceResult& res, i
   if (r.generated.size() == 1) {
     e.prompt_tokens = r.prompt_len();
     e.cached_tokens = r.cached_tokens;
+    e.queue_seconds = std::chrono::duration<double>(r.admitted - r.arrival).count();
   }
   const auto& stops = r.request.stop_token_ids;
   const auto& eos = options_.eos_token_ids;
@@ -405,7 +406,7 @@ int64_t ServingEngine::running_requests() const {
 
 void ServingEngine::publish_status() {
   nlohmann::json groups = nlohmann::json::array();
-  int64_t running = 0, waiting = 0, kv_used = 0, kv_total = 0, retractions = 0;
+  int64_t running = 0, waiting = 0, kv_used = 0, kv_total = 0, retractions = 0, preemptions = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const GroupScheduler& s = groups_[g];
     groups.push_back({{"dp_rank", g},
@@ -421,6 +422,7 @@ void ServingEngine::publish_status() {
     kv_used += s.kv_used();
     kv_total += s.kv_capacity();
     retractions += s.retractions();
+    preemptions += s.preemptions();
   }
   nlohmann::json status = {
       {"layout", options_.layout},
@@ -433,6 +435,7 @@ void ServingEngine::publish_status() {
        kv_total > 0 ? static_cast<double>(kv_used) / static_cast<double>(kv_total) : 0.0},
       {"requests_finished", requests_finished_},
       {"retractions_total", retractions},
+      {"preemptions", preemptions},
       {"prompt_tokens_total", prompt_tokens_},
       {"generation_tokens_total", tokens_generated_},
       {"steps", steps_},

@@ -31,6 +31,7 @@ bool ChoiceState::apply(const sched::TokenEvent& event) {
   if (!started_) {
     started_ = true;
     cached_tokens_ = event.cached_tokens;
+    queue_seconds_ = event.queue_seconds;
   }
   spec_verify_ct_ = event.spec_verify_ct;
   // The engine reports "stop" on the token that stopped it: EOS or a stop_token_id. Like SGLang

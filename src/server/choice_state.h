@@ -55,6 +55,8 @@ class ChoiceState {
   size_t prompt_index() const { return prompt_index_; }
   int64_t prompt_tokens() const { return prompt_tokens_; }
   int64_t cached_tokens() const { return cached_tokens_; }
+  // Seconds the engine held the request before its prefill began.
+  double queue_seconds() const { return queue_seconds_; }
   // Speculative verify steps so far (completion_tokens / this = the accept length).
   int64_t spec_verify_ct() const { return spec_verify_ct_; }
   int64_t max_new_tokens() const { return max_new_tokens_; }
@@ -84,6 +86,7 @@ class ChoiceState {
 
   bool started_ = false;
   int64_t cached_tokens_ = 0, spec_verify_ct_ = 0;
+  double queue_seconds_ = 0;
   std::string text_;
   std::vector<int32_t> output_ids_;
   std::vector<GeneratedToken> tokens_;

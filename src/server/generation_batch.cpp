@@ -49,6 +49,8 @@ void GenerationBatch::submit(std::vector<ChoicePlan> plans) {
         TextStream(context_.tokenizer, plan.skip_special_tokens, std::move(plan.stop)),
         keep_logprobs);
     last_token_at_.push_back(arrived_);
+    first_token_at_.emplace_back();
+    finished_at_.emplace_back();
   }
   for (size_t i = 0; i < plans.size(); ++i) {
     context_.metrics.add_prompt_tokens(static_cast<int64_t>(plans[i].request.prompt.size()));
@@ -73,6 +75,7 @@ void GenerationBatch::apply(const QueuedEvent& queued) {
   }
   if (choice.apply(queued.event)) context_.engine.abort(engine_ids_[queued.choice]);
   if (choice.finished()) {
+    finished_at_[queued.choice] = queued.arrived;
     context_.metrics.count_finished(finish_kind_name(choice.finish()->kind));
     context_.metrics.observe_request_latency(seconds_between(arrived_, queued.arrived));
   }
@@ -81,6 +84,7 @@ void GenerationBatch::apply(const QueuedEvent& queued) {
 
 void GenerationBatch::record_token_timing(size_t choice, Clock::time_point at) {
   if (choices_[choice].completion_tokens() == 0) {
+    first_token_at_[choice] = at;
     context_.metrics.observe_time_to_first_token(seconds_between(arrived_, at));
   } else {
     context_.metrics.observe_inter_token_latency(seconds_between(last_token_at_[choice], at));
@@ -96,6 +100,39 @@ void GenerationBatch::abort_unfinished(const std::string& message) {
     context_.metrics.count_finished(finish_kind_name(FinishKind::Abort));
   }
   release_rids();
+}
+
+nlohmann::json ChoiceTimings::json_ms() const {
+  const auto ms = [](std::optional<double> seconds) {
+    return seconds ? nlohmann::json(*seconds * 1e3) : nlohmann::json(nullptr);
+  };
+  return {{"queue_ms", queue * 1e3},
+          {"prefill_ms", ms(prefill)},
+          {"decode_ms", ms(decode)},
+          {"e2e_ms", e2e * 1e3},
+          {"decode_tokens_per_second", decode_tokens_per_second
+                                           ? nlohmann::json(*decode_tokens_per_second)
+                                           : nlohmann::json(nullptr)}};
+}
+
+ChoiceTimings GenerationBatch::timings(size_t index) const {
+  const ChoiceState& choice = choices_[index];
+  const std::optional<Clock::time_point>& first = first_token_at_[index];
+  const std::optional<Clock::time_point>& end = finished_at_[index];
+  ChoiceTimings timings;
+  timings.queue = choice.queue_seconds();
+  timings.e2e = seconds_between(arrived_, end.value_or(Clock::now()));
+  if (!first) return timings;
+  // The time to the first token less the engine's queue: the prefill, with the hand-offs
+  // between the HTTP thread and the engine (well under a millisecond).
+  timings.prefill = std::max(0.0, seconds_between(arrived_, *first) - timings.queue);
+  if (!end) return timings;
+  timings.decode = seconds_between(*first, *end);
+  if (choice.completion_tokens() > 1 && *timings.decode > 0) {
+    timings.decode_tokens_per_second =
+        static_cast<double>(choice.completion_tokens() - 1) / *timings.decode;
+  }
+  return timings;
 }
 
 bool GenerationBatch::all_started() const {

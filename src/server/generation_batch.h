@@ -7,8 +7,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "sched/generation.h"
 #include "server/choice_state.h"
@@ -28,6 +31,18 @@ struct ChoicePlan {
 };
 
 enum class WaitResult { Done, ClientGone, ServerStopping };
+
+// Where a choice's time went, in seconds: waiting for the engine to start its prefill, the
+// prefill (to the first token), the decode (first token to the end); nullopt for a phase not
+// reached yet. decode_tokens_per_second counts the tokens after the first.
+struct ChoiceTimings {
+  double queue = 0;
+  std::optional<double> prefill, decode, decode_tokens_per_second;
+  double e2e = 0;  // arrival to the end (or to now, for a choice still running)
+  // {"queue_ms", "prefill_ms", "decode_ms", "e2e_ms", "decode_tokens_per_second"} (nulls for
+  // phases not reached).
+  nlohmann::json json_ms() const;
+};
 
 class GenerationBatch {
  public:
@@ -60,6 +75,7 @@ class GenerationBatch {
   std::vector<ChoiceState>& choices() { return choices_; }
   const std::vector<ChoiceState>& choices() const { return choices_; }
   Clock::time_point arrived() const { return arrived_; }
+  ChoiceTimings timings(size_t choice) const;
 
  private:
   static constexpr std::chrono::milliseconds kPollInterval{50};
@@ -74,6 +90,7 @@ class GenerationBatch {
   std::vector<ChoiceState> choices_;
   std::vector<uint64_t> engine_ids_;
   std::vector<Clock::time_point> last_token_at_;
+  std::vector<std::optional<Clock::time_point>> first_token_at_, finished_at_;
   std::vector<std::string> rids_;
 };
 

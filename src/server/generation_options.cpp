@@ -157,6 +157,7 @@ GenerationOptions parse_openai_options(const nlohmann::json& body, Api api, int3
   read_openai_logprobs(body, api, options);
   read_stream_options(body, options);
   read_request_controls(body, options);
+  options.return_timings = read_bool(body, "return_timings").value_or(false);
   if (api == Api::Completions) {
     options.echo = read_bool(body, "echo").value_or(false);
     if (options.echo && options.logprobs) {

@@ -31,6 +31,7 @@ struct GenerationOptions {
   bool include_usage = false;            // OpenAI stream_options.include_usage
   bool echo = false;                     // completions: prepend the prompt
   bool return_text_in_logprobs = false;  // SGLang: token text beside each logprob
+  bool return_timings = false;           // OpenAI routes: each choice's "timings"
   int32_t priority = 0;                  // vLLM's and SGLang's request priority (higher first)
   std::string cache_salt;                // prefix-cache isolation ("" : shared)
   // Structured output: each engine request gets its own walk of the grammar (null: none).

@@ -72,6 +72,7 @@ class NativeFormat final : public GenerationFormat {
         {"finish_reason",
          finish_json(choice.finish() ? &*choice.finish() : nullptr, choice.max_new_tokens())},
         {"e2e_latency", seconds_since_request_arrival()},
+        {"timings", batch.timings(index).json_ms()},
     };
     if (logprobs_) add_logprobs(choice, meta);
     return {{"text", choice.text()}, {"output_ids", choice.output_ids()}, {"meta_info", meta}};

@@ -68,6 +68,7 @@ class ChatFormat final : public GenerationFormat {
       : header_(std::move(header)),
         include_usage_(options.include_usage),
         logprobs_(options.logprobs),
+        timings_(options.return_timings),
         tokenizer_(tokenizer),
         parsing_(parsing) {}
 
@@ -86,6 +87,7 @@ class ChatFormat final : public GenerationFormat {
            {"logprobs", logprobs_json(choice.tokens())},
            {"finish_reason", chat_finish_reason(&*choice.finish(), !message.tool_calls.empty())},
            {"matched_stop", choice.finish()->matched}});
+      if (timings_) choices.back()["timings"] = batch.timings(i).json_ms();
     }
     body["choices"] = std::move(choices);
     body["usage"] = usage_json(batch);
@@ -105,16 +107,19 @@ class ChatFormat final : public GenerationFormat {
     return events;
   }
 
-  std::vector<SseEvent> stream_update(const GenerationBatch&, size_t index,
+  std::vector<SseEvent> stream_update(const GenerationBatch& batch, size_t index,
                                       const ChoiceState::Update& update) const override {
     ChoiceStream& stream = streams_[index];
     ChatDelta parsed = stream.parser.push(update.text);
     if (update.finish) parsed.append(stream.parser.finish());
     stream.called_tools = stream.called_tools || !parsed.tool_calls.empty();
-    return {chunk({{"index", index},
-                   {"delta", delta_json(parsed, update.finish != nullptr)},
-                   {"logprobs", logprobs_json(update.tokens)},
-                   {"finish_reason", chat_finish_reason(update.finish, stream.called_tools)}})};
+    nlohmann::json choice = {
+        {"index", index},
+        {"delta", delta_json(parsed, update.finish != nullptr)},
+        {"logprobs", logprobs_json(update.tokens)},
+        {"finish_reason", chat_finish_reason(update.finish, stream.called_tools)}};
+    if (timings_ && update.finish) choice["timings"] = batch.timings(index).json_ms();
+    return {chunk(std::move(choice))};
   }
 
   std::vector<SseEvent> stream_end(const GenerationBatch& batch) const override {
@@ -160,6 +165,7 @@ class ChatFormat final : public GenerationFormat {
   OpenAiResponseHeader header_;
   bool include_usage_;
   bool logprobs_;
+  bool timings_;  // return_timings: each finished choice says where its time went
   const tokenizer::Tokenizer& tokenizer_;
   ChatParsing parsing_;
   // A stream's per-choice parsing state (a format serves one request, on its handler's thread).

@@ -19,6 +19,7 @@ class CompletionFormat final : public GenerationFormat {
         include_usage_(options.include_usage),
         logprobs_(options.logprobs),
         alternatives_(options.top_logprobs > 0),
+        timings_(options.return_timings),
         echoed_prompts_(std::move(echoed_prompts)),
         tokenizer_(tokenizer) {}
 
@@ -30,6 +31,7 @@ class CompletionFormat final : public GenerationFormat {
       nlohmann::json item =
           choice_json(i, echo_of(choice) + choice.text(), choice.tokens(), &*choice.finish());
       item["matched_stop"] = choice.finish()->matched;
+      if (timings_) item["timings"] = batch.timings(i).json_ms();
       choices.push_back(std::move(item));
     }
     body["choices"] = std::move(choices);
@@ -46,9 +48,12 @@ class CompletionFormat final : public GenerationFormat {
     return events;
   }
 
-  std::vector<SseEvent> stream_update(const GenerationBatch&, size_t index,
+  std::vector<SseEvent> stream_update(const GenerationBatch& batch, size_t index,
                                       const ChoiceState::Update& update) const override {
-    return {chunk(choice_json(index, std::string(update.text), update.tokens, update.finish))};
+    nlohmann::json item =
+        choice_json(index, std::string(update.text), update.tokens, update.finish);
+    if (timings_ && update.finish) item["timings"] = batch.timings(index).json_ms();
+    return {chunk(std::move(item))};
   }
 
   std::vector<SseEvent> stream_end(const GenerationBatch& batch) const override {
@@ -84,6 +89,7 @@ class CompletionFormat final : public GenerationFormat {
   bool include_usage_;
   bool logprobs_;
   bool alternatives_;
+  bool timings_;  // return_timings: each finished choice says where its time went
   std::vector<std::string> echoed_prompts_;  // per prompt; empty unless "echo"
   const tokenizer::Tokenizer& tokenizer_;
 };
