@@ -41,11 +41,13 @@ std::string sdk_missing(const std::string& node_path, const std::string& package
 
 // Runs `node tests/openai_sdk/<script> BASE_URL MODEL` against a fresh server; it must exit 0.
 // `package` is the SDK the script loads. BASE_URL is the OpenAI one (.../v1), for every script.
-void run_against_server(const std::string& script, const std::string& package = "openai") {
+// `flags`: the server's parallel layout (and other flags).
+void run_against_server(const std::string& script, const std::string& package = "openai",
+                        const std::string& flags = "") {
   if (const std::string why = node_missing(); !why.empty()) GTEST_SKIP() << why;
   const std::string node_path = sdk_node_path();
   if (const std::string why = sdk_missing(node_path, package); !why.empty()) GTEST_SKIP() << why;
-  const ServerProcess server("");
+  const ServerProcess server(flags);
   ASSERT_GT(server.port(), 0) << server.log();
   const std::string base_url = "http://127.0.0.1:" + std::to_string(server.port()) + "/v1";
   const CommandResult result =
@@ -77,8 +79,7 @@ TEST(OpenAiSdk, ApiChecks) {
   run_against_server("check_api.mjs");
 }
 
-// Structured output (json_schema, json_object) and tool calls. Disabled until the server has
-// them (response_format, tools and tool_choice are not parsed yet).
+// Structured output (json_schema, json_object) and tool calls.
 TEST(OpenAiSdk, StructuredOutputAndTools) {
   run_against_server("check_structured.mjs");
 }
@@ -95,6 +96,15 @@ TEST(OpenAiSdk, Responses) {
 // counts, and errors in Anthropic's shape.
 TEST(AnthropicSdk, Messages) {
   run_against_server("check_messages.mjs", "@anthropic-ai/sdk");
+}
+
+// The agent APIs under DP attention (4 ranks, 2 attention groups): the same checks.
+constexpr const char* kDpAttention = "--tp 4 --dp 2 --enable-dp-attention";
+TEST(OpenAiSdk, ResponsesUnderDpAttention) {
+  run_against_server("check_responses.mjs", "openai", kDpAttention);
+}
+TEST(AnthropicSdk, MessagesUnderDpAttention) {
+  run_against_server("check_messages.mjs", "@anthropic-ai/sdk", kDpAttention);
 }
 
 }  // namespace
