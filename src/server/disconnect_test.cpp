@@ -23,25 +23,35 @@ class DisconnectTest : public ServerTest {
   }
 };
 
+// On every streaming route (the chat APIs' named-event streams too).
 TEST_F(DisconnectTest, ClientLeavingAStreamAbortsTheEngineRequest) {
-  httplib::Request request;
-  request.method = "POST";
-  request.path = "/v1/completions";
-  request.set_header("Content-Type", "application/json");
-  request.body =
-      nlohmann::json{{"prompt", "Hello"}, {"max_tokens", 900000}, {"stream", true}}.dump();
-  int chunks = 0;
-  request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-    return ++chunks < 3;  // read a few chunks, then hang up
-  };
-  const httplib::Result result = client().send(request);
-  EXPECT_FALSE(result);  // cancelled by the receiver
-  EXPECT_EQ(chunks, 3);
+  const nlohmann::json user = {{{"role", "user"}, {"content", "Hello"}}};
+  const std::vector<std::pair<std::string, nlohmann::json>> streams = {
+      {"/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 900000}}},
+      {"/v1/responses", {{"input", "Hello"}, {"max_output_tokens", 900000}}},
+      {"/v1/messages", {{"messages", user}, {"max_tokens", 900000}}}};
+  for (const auto& [path, body] : streams) {
+    SCOPED_TRACE(path);
+    httplib::Request request;
+    request.method = "POST";
+    request.path = path;
+    request.set_header("Content-Type", "application/json");
+    nlohmann::json streamed = body;
+    streamed["stream"] = true;
+    request.body = streamed.dump();
+    int chunks = 0;
+    request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      return ++chunks < 3;  // read a few chunks, then hang up
+    };
+    const httplib::Result result = client().send(request);
+    EXPECT_FALSE(result);  // cancelled by the receiver
+    EXPECT_EQ(chunks, 3);
 
-  EXPECT_EQ(engine().wait_for_abort(std::chrono::seconds(5)), 1u);
-  EXPECT_TRUE(engine().wait_until_idle(std::chrono::seconds(5)));
-  // The server is still serving.
-  EXPECT_EQ(get("/health")->status, 200);
+    EXPECT_TRUE(engine().wait_for_abort(std::chrono::seconds(5)).has_value());
+    EXPECT_TRUE(engine().wait_until_idle(std::chrono::seconds(5)));  // the request ended
+    // The server is still serving.
+    EXPECT_EQ(get("/health")->status, 200);
+  }
 }
 
 TEST_F(DisconnectTest, ClientLeavingAWaitingRequestAbortsTheEngineRequest) {
