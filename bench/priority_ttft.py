@@ -3,13 +3,14 @@
 server, and on a server saturated by low-priority requests, with --enable-priority-scheduling
 (preemption) and without it (first come, first served), in one run.
 
-    bench/priority_ttft.py MLASERVE_BIN [--model DIR] [--probes 5] [--load 32] [--running 8]
+    bench/priority_ttft.py MLASERVE_BIN [--probes 5] [--load 32] [--running 8]
+                           [--load-tokens 1024] [--server-flags "--model DIR --tokenizer DIR"]
 
 Each setting starts `serve` on 127.0.0.1 (--max-running-requests RUNNING), warms it up, then
 sends PROBES high-priority streamed completions (16 tokens) one after another, measuring the
-time from sending each to its first content chunk. Saturated settings first start LOAD
-low-priority streamed completions (ignore_eos, 1024 tokens: they outlast the probes), so RUNNING
-of them run and the rest wait. Prints the median TTFT of each setting and the ratios.
+time from sending each to its first content chunk. Saturated settings first start LOAD clients
+that each send low-priority streamed completions (ignore_eos, LOAD_TOKENS tokens) one after
+another until the probes are done, so RUNNING requests run and the rest wait the whole time. Prints the median TTFT of each setting and the ratios.
 """
 import argparse
 import http.client
@@ -21,11 +22,9 @@ import threading
 import time
 
 
-def start_server(binary, model, running, priority):
+def start_server(binary, server_flags, running, priority):
     cmd = [binary, "serve", "--host", "127.0.0.1", "--port", "0",
-           "--max-running-requests", str(running)]
-    if model:
-        cmd += ["--model", model]
+           "--max-running-requests", str(running)] + server_flags.split()
     if priority:
         cmd.append("--enable-priority-scheduling")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -58,6 +57,11 @@ def stream_completion(port, body, first_chunk=None, stop=None):
     conn.close()
 
 
+def load_client(port, body, stop):
+    while not stop.is_set():
+        stream_completion(port, body, None, stop)
+
+
 def probe_ttfts(port, probes, priority):
     ttfts = []
     for i in range(probes):
@@ -72,19 +76,18 @@ def probe_ttfts(port, probes, priority):
 
 
 def run_setting(args, saturated, priority):
-    proc, port = start_server(args.binary, args.model, args.running, priority)
+    proc, port = start_server(args.binary, args.server_flags, args.running, priority)
     stop = threading.Event()
     try:
         probe_ttfts(port, 2, priority)  # warm-up
         load = []
         if saturated:
             for i in range(args.load):
-                body = {"prompt": f"Load {i}: once upon a time", "max_tokens": 1024,
+                body = {"prompt": f"Load {i}: once upon a time", "max_tokens": args.load_tokens,
                         "ignore_eos": True, "temperature": 0}
                 if priority:
                     body["priority"] = 0
-                thread = threading.Thread(target=stream_completion, args=(port, body, None, stop),
-                                          daemon=True)
+                thread = threading.Thread(target=load_client, args=(port, body, stop), daemon=True)
                 thread.start()
                 load.append(thread)
             time.sleep(2.0)  # every load request admitted or queued
@@ -98,7 +101,8 @@ def run_setting(args, saturated, priority):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("binary")
-    parser.add_argument("--model", default="")
+    parser.add_argument("--server-flags", default="", help="extra serve flags (model, layout)")
+    parser.add_argument("--load-tokens", type=int, default=1024)
     parser.add_argument("--probes", type=int, default=5)
     parser.add_argument("--load", type=int, default=32)
     parser.add_argument("--running", type=int, default=8)
