@@ -12,6 +12,12 @@ bool is_reserved_chat_variable(std::string_view name) {
   return false;
 }
 
+ChatFormatKind builtin_chat_format(std::string_view name) {
+  if (name == kDeepseekV32FormatName) return ChatFormatKind::DeepseekV32;
+  if (name == kDeepseekV4FormatName) return ChatFormatKind::DeepseekV4;
+  return ChatFormatKind::None;
+}
+
 bool thinking_requested(const nlohmann::ordered_json& kwargs) {
   if (!kwargs.is_object()) return false;
   for (const char* name : {"thinking", "enable_thinking"}) {

@@ -1,6 +1,6 @@
 // How a tokenizer turns a chat into a prompt: the model's Jinja chat template, or, for a model
-// that ships none, a format built in here (DeepSeek-V3.2's encoder, chosen by config.json's
-// model_type). What a request passes to either: the messages, the tools and the request's
+// that ships none, a format built in here (DeepSeek-V3.2's or V4's encoder, chosen by
+// config.json's model_type). What a request passes to either: the messages, the tools and the request's
 // chat_template_kwargs (extra template variables, such as V3.1's {"thinking": true}).
 #pragma once
 
@@ -14,10 +14,15 @@ enum class ChatFormatKind {
   None,         // no chat template
   Jinja,        // tokenizer_config.json's chat_template, chat_template.jinja or --chat-template
   DeepseekV32,  // the built-in DeepSeek-V3.2 encoder (deepseek_v32_encoding.h)
+  DeepseekV4,   // the built-in DeepSeek-V4 encoder (deepseek_v4_encoding.h)
 };
 
-// The name --chat-template takes for the built-in DeepSeek-V3.2 encoder.
+// The names --chat-template takes for the built-in encoders.
 inline constexpr std::string_view kDeepseekV32FormatName = "deepseek-v32";
+inline constexpr std::string_view kDeepseekV4FormatName = "deepseek-v4";
+
+// The built-in format `name` (one of the names above) stands for; None for any other text.
+ChatFormatKind builtin_chat_format(std::string_view name);
 
 // One conversation to render. Keys keep the order the client wrote them in (tool schemas are
 // printed in that order).

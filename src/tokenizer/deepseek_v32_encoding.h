@@ -15,21 +15,25 @@
 #include <string>
 #include <string_view>
 
+#include "tokenizer/deepseek_encoding.h"
+
 namespace mlaserve::tokenizer::dsv32 {
 
-inline constexpr std::string_view kBos = "<｜begin▁of▁sentence｜>";
-inline constexpr std::string_view kEos = "<｜end▁of▁sentence｜>";
-inline constexpr std::string_view kThinkBegin = "<think>";
-inline constexpr std::string_view kThinkEnd = "</think>";
-// The DSML markers as the model writes them (plain text, not tokens of their own).
+// The tokens and DSML elements V3.2 shares with V4 (deepseek_encoding.h), under V3.2's names.
+using deepseek_encoding::kBos;
+using deepseek_encoding::kEos;
+using deepseek_encoding::kInvokeBegin;
+using deepseek_encoding::kInvokeEnd;
+using deepseek_encoding::kParameterBegin;
+using deepseek_encoding::kParameterEnd;
+using deepseek_encoding::kThinkBegin;
+using deepseek_encoding::kThinkEnd;
+using deepseek_encoding::ThinkingMode;
+using deepseek_encoding::to_json;
+
+// The block around V3.2's calls (V4 names it tool_calls).
 inline constexpr std::string_view kCallsBegin = "<｜DSML｜function_calls>";
 inline constexpr std::string_view kCallsEnd = "</｜DSML｜function_calls>";
-inline constexpr std::string_view kInvokeBegin = "<｜DSML｜invoke name=\"";
-inline constexpr std::string_view kInvokeEnd = "</｜DSML｜invoke>";
-inline constexpr std::string_view kParameterBegin = "<｜DSML｜parameter name=\"";
-inline constexpr std::string_view kParameterEnd = "</｜DSML｜parameter>";
-
-enum class ThinkingMode { Chat, Thinking };
 
 struct EncodeOptions {
   ThinkingMode thinking_mode = ThinkingMode::Chat;
@@ -48,8 +52,5 @@ struct EncodeOptions {
 // with object keys in the order the client wrote them (tool schemas are printed in that order).
 // A message the Python encoder rejects is an mlaserve::Error saying why.
 std::string encode_messages(const nlohmann::ordered_json& messages, const EncodeOptions& options);
-
-// Python's json.dumps(value, ensure_ascii=False), the encoder's to_json.
-std::string to_json(const nlohmann::ordered_json& value);
 
 }  // namespace mlaserve::tokenizer::dsv32

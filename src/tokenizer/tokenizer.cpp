@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "tokenizer/deepseek_v32_encoding.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 #include "tokenizer/tokenizer_state.h"
 #include "tokenizer/utf8.h"
 
@@ -113,7 +114,9 @@ ChatFormatKind Tokenizer::chat_format() const {
 }
 
 bool Tokenizer::hybrid_thinking() const {
-  if (chat_->kind == ChatFormatKind::DeepseekV32) return true;
+  if (chat_->kind == ChatFormatKind::DeepseekV32 || chat_->kind == ChatFormatKind::DeepseekV4) {
+    return true;
+  }
   return chat_->kind == ChatFormatKind::Jinja &&
          (chat_->source.find("thinking is defined") != std::string::npos ||
           chat_->source.find("enable_thinking") != std::string::npos);
@@ -121,9 +124,9 @@ bool Tokenizer::hybrid_thinking() const {
 
 Tokenizer Tokenizer::with_chat_template(std::string source) const {
   Tokenizer copy = *this;
-  if (source == kDeepseekV32FormatName) {
+  if (const ChatFormatKind builtin = builtin_chat_format(source); builtin != ChatFormatKind::None) {
     auto setup = std::make_shared<ChatTemplateSetup>();
-    setup->kind = ChatFormatKind::DeepseekV32;
+    setup->kind = builtin;
     setup->special_token_variables = chat_->special_token_variables;
     copy.chat_ = std::move(setup);
   } else {
@@ -135,7 +138,8 @@ Tokenizer Tokenizer::with_chat_template(std::string source) const {
 
 namespace {
 
-// DeepSeek-V3.2's encoder takes the tools in a system message: the first one, else a new one.
+// DeepSeek-V3.2's and V4's encoders take the tools in a system message: the first one, else a
+// new one.
 nlohmann::ordered_json with_tools_in_system(const ChatInput& input) {
   nlohmann::ordered_json messages = input.messages;
   if (input.tools.is_null() || input.tools.empty()) return messages;
@@ -160,6 +164,13 @@ std::string Tokenizer::render_chat(const ChatInput& input) const {
     options.thinking_mode = thinking_requested(input.kwargs) ? dsv32::ThinkingMode::Thinking
                                                              : dsv32::ThinkingMode::Chat;
     return dsv32::encode_messages(with_tools_in_system(input), options);
+  }
+  if (chat.kind == ChatFormatKind::DeepseekV4) {
+    dsv4::EncodeOptions options;
+    options.thinking_mode = thinking_requested(input.kwargs) ? dsv4::ThinkingMode::Thinking
+                                                             : dsv4::ThinkingMode::Chat;
+    options.reasoning_effort = dsv4::reasoning_effort_of(input.kwargs);
+    return dsv4::encode_messages(with_tools_in_system(input), options);
   }
   if (!chat.unusable_reason.empty()) fail("cannot use the chat template: {}", chat.unusable_reason);
   if (!chat.chat_template) fail("the tokenizer has no chat template");

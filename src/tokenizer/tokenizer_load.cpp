@@ -124,18 +124,23 @@ std::optional<std::string> read_template_source(const json& config, const fs::pa
   return read_file(separate_file);
 }
 
-// DeepSeek-V3.2 ships no chat template: the model's config.json beside the tokenizer names the
-// architecture whose built-in format replaces it.
-bool is_deepseek_v32_model(const fs::path& dir) {
+// DeepSeek-V3.2 and V4 ship no chat template: the model's config.json beside the tokenizer names
+// the architecture whose built-in format replaces it (None when it names neither).
+ChatFormatKind builtin_format_of_model(const fs::path& dir) {
   const fs::path config_path = dir / "config.json";
-  if (!fs::exists(config_path)) return false;
+  if (!fs::exists(config_path)) return ChatFormatKind::None;
   const json config = read_json_file(config_path);
-  if (!config.is_object()) return false;
-  if (config.value("model_type", json()) == "deepseek_v32") return true;
+  if (!config.is_object()) return ChatFormatKind::None;
   const json architectures = config.value("architectures", json());
-  return architectures.is_array() &&
-         std::any_of(architectures.begin(), architectures.end(),
-                     [](const json& name) { return name == "DeepseekV32ForCausalLM"; });
+  const auto names = [&](const char* model_type, const char* architecture) {
+    return config.value("model_type", json()) == model_type ||
+           (architectures.is_array() &&
+            std::any_of(architectures.begin(), architectures.end(),
+                        [&](const json& name) { return name == architecture; }));
+  };
+  if (names("deepseek_v32", "DeepseekV32ForCausalLM")) return ChatFormatKind::DeepseekV32;
+  if (names("deepseek_v4", "DeepseekV4ForCausalLM")) return ChatFormatKind::DeepseekV4;
+  return ChatFormatKind::None;
 }
 
 }  // namespace
@@ -167,7 +172,7 @@ ChatTemplateSetup read_chat_setup(const json& config, const fs::path& dir) {
   }
   ChatTemplateSetup setup;
   setup.special_token_variables = std::move(special_token_variables);
-  if (is_deepseek_v32_model(dir)) setup.kind = ChatFormatKind::DeepseekV32;
+  setup.kind = builtin_format_of_model(dir);
   return setup;
 }
 
