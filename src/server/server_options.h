@@ -19,7 +19,7 @@ struct ServerOptions {
   // "deepseek-r1": chat answers return the text before "</think>" as reasoning_content;
   // "deepseek-v3": only when chat_template_kwargs turn thinking on.
   std::string reasoning_parser;
-  // --chat-template: a Jinja file replacing the model's template, or "deepseek-v32".
+  // --chat-template: a Jinja file replacing the model's template, "deepseek-v32" or "deepseek-v4".
   std::string chat_template;
 };
 

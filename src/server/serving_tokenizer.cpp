@@ -19,6 +19,8 @@ const char* format_name(tokenizer::ChatFormatKind kind) {
       return "the Jinja chat template";
     case tokenizer::ChatFormatKind::DeepseekV32:
       return "DeepSeek-V3.2's encoder (built in)";
+    case tokenizer::ChatFormatKind::DeepseekV4:
+      return "DeepSeek-V4's encoder (built in)";
   }
   return "?";
 }
@@ -27,7 +29,7 @@ const char* format_name(tokenizer::ChatFormatKind kind) {
 
 tokenizer::Tokenizer load_serving_tokenizer(const ServerOptions& options) {
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(options.tokenizer_path);
-  if (options.chat_template == tokenizer::kDeepseekV32FormatName) {
+  if (tokenizer::builtin_chat_format(options.chat_template) != tokenizer::ChatFormatKind::None) {
     tok = tok.with_chat_template(options.chat_template);
   } else if (!options.chat_template.empty()) {
     std::ifstream file(options.chat_template, std::ios::binary);

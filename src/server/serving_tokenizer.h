@@ -8,9 +8,9 @@
 namespace mlaserve::server {
 
 // options.chat_template: a Jinja file whose text replaces the model's chat template, or
-// "deepseek-v32" for the built-in DeepSeek-V3.2 format; empty: the model's own (its template, else
-// the built-in format its config.json's model_type calls for). A file that cannot be read is an
-// mlaserve::Error naming it.
+// "deepseek-v32" / "deepseek-v4" for a built-in DeepSeek format; empty: the model's own (its
+// template, else the built-in format its config.json's model_type calls for). A file that cannot be
+// read is an mlaserve::Error naming it.
 tokenizer::Tokenizer load_serving_tokenizer(const ServerOptions& options);
 
 }  // namespace mlaserve::server

@@ -1,7 +1,7 @@
 // How a tokenizer turns a chat into a prompt: the model's Jinja chat template, or, for a model
 // that ships none, a format built in here (DeepSeek-V3.2's or V4's encoder, chosen by
-// config.json's model_type). What a request passes to either: the messages, the tools and the request's
-// chat_template_kwargs (extra template variables, such as V3.1's {"thinking": true}).
+// config.json's model_type). What a request passes to either: the messages, the tools and the
+// request's chat_template_kwargs (extra template variables, such as V3.1's {"thinking": true}).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -3,8 +3,8 @@
 // then a NUL byte, then the variables as JSON (an object, or anything else as "messages"); 1,
 // DeepSeek-V3's own template with the rest as the message JSON; 3, the rest as a chat
 // ({"messages", "tools", "kwargs"}, or a list of messages) through DeepSeek-V3.1's template and
-// DeepSeek-V3.2's built-in encoder, chat_template_kwargs included. A template or message the
-// interpreter refuses is an mlaserve::Error; any other exception escapes and is reported as a
+// DeepSeek-V3.2's and V4's built-in encoders, chat_template_kwargs included. A template or message
+// the interpreter refuses is an mlaserve::Error; any other exception escapes and is reported as a
 // crash, as are hangs (libFuzzer's -timeout) and runaway memory.
 #include <cstdint>
 #include <string_view>
@@ -45,6 +45,11 @@ const Tokenizer& deepseek_v32() {
   return loaded;
 }
 
+const Tokenizer& deepseek_v4() {
+  static const Tokenizer loaded = deepseek_v3().with_chat_template("deepseek-v4");
+  return loaded;
+}
+
 // A chat for render_chat: {"messages", "tools", "kwargs"} or a list of messages.
 void render_chat_formats(std::string_view input) {
   const nlohmann::ordered_json parsed =
@@ -58,7 +63,7 @@ void render_chat_formats(std::string_view input) {
   } else {
     chat.messages = parsed;
   }
-  for (const Tokenizer* tokenizer : {&deepseek_v31(), &deepseek_v32()}) {
+  for (const Tokenizer* tokenizer : {&deepseek_v31(), &deepseek_v32(), &deepseek_v4()}) {
     try {
       (void)tokenizer->render_chat(chat);
     } catch (const mlaserve::Error&) {
@@ -108,6 +113,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   (void)deepseek_v3();
   (void)deepseek_v31();
   (void)deepseek_v32();
+  (void)deepseek_v4();
   return 0;
 }
 

@@ -167,8 +167,8 @@ std::string Tokenizer::render_chat(const ChatInput& input) const {
   }
   if (chat.kind == ChatFormatKind::DeepseekV4) {
     dsv4::EncodeOptions options;
-    options.thinking_mode = thinking_requested(input.kwargs) ? dsv4::ThinkingMode::Thinking
-                                                             : dsv4::ThinkingMode::Chat;
+    options.thinking_mode =
+        thinking_requested(input.kwargs) ? dsv4::ThinkingMode::Thinking : dsv4::ThinkingMode::Chat;
     options.reasoning_effort = dsv4::reasoning_effort_of(input.kwargs);
     return dsv4::encode_messages(with_tools_in_system(input), options);
   }

@@ -51,18 +51,21 @@ class Tokenizer {
   // (apply_chat_template then says what is unsupported), or a built-in format replaces it.
   bool has_chat_template() const;
   // Which format renders chats: a Jinja template, or (a model directory whose config.json says
-  // model_type deepseek_v32 and that has no template) the built-in DeepSeek-V3.2 encoder.
+  // model_type deepseek_v32 or deepseek_v4 and that has no template) the built-in DeepSeek-V3.2
+  // or V4 encoder.
   ChatFormatKind chat_format() const;
   // True when the chat format switches thinking on and off by chat_template_kwargs (a template
-  // that reads "thinking" or "enable_thinking", such as DeepSeek-V3.1's; DeepSeek-V3.2's format).
+  // that reads "thinking" or "enable_thinking", such as DeepSeek-V3.1's; DeepSeek-V3.2's and V4's
+  // formats).
   bool hybrid_thinking() const;
   // This tokenizer with another chat format (serve --chat-template): `source` is a Jinja
-  // template's text, or "deepseek-v32" for the built-in DeepSeek-V3.2 encoder.
+  // template's text, or "deepseek-v32" / "deepseek-v4" for a built-in DeepSeek encoder.
   Tokenizer with_chat_template(std::string source) const;
   // Renders a chat with the chat format. Jinja templates get the variables HF passes plus the
-  // input's kwargs (one named like those is an Error); DeepSeek-V3.2's encoder is in thinking
-  // mode when thinking_requested(kwargs), and the tools join the first system message (a system
-  // message is put first when there is none), as SGLang and vLLM pass them.
+  // input's kwargs (one named like those is an Error); DeepSeek-V3.2's and V4's encoders are in
+  // thinking mode when thinking_requested(kwargs), V4's takes the kwargs' "reasoning_effort"
+  // (dsv4::reasoning_effort_of), and the tools join the first system message (a system message
+  // is put first when there is none), as SGLang and vLLM pass them.
   std::string render_chat(const ChatInput& input) const;
   // Renders the chat template for `messages` (a JSON array of {role, content, ...}) with the
   // variables HF passes: messages, add_generation_prompt, bos_token, eos_token, pad_token,

@@ -238,13 +238,14 @@ void add_serve(CLI::App& app) {
                   "never closes its thinking) is returned as message.reasoning_content "
                   "(delta.reasoning_content when streaming), the rest as content; deepseek-v3: "
                   "the same only for requests whose chat_template_kwargs say \"thinking\": true. "
-                  "A chat format with a thinking switch (DeepSeek-V3.1's template, V3.2's "
-                  "format) splits exactly when thinking is on, with or without this flag")
+                  "A chat format with a thinking switch (DeepSeek-V3.1's template, V3.2's and "
+                  "V4's formats) splits exactly when thinking is on, with or without this flag")
       ->check(CLI::IsMember({"deepseek-r1", "deepseek-v3"}));
   cmd->add_option("--chat-template", o->http.chat_template,
-                  "A Jinja chat-template file to use instead of the model's, or deepseek-v32 for "
-                  "DeepSeek-V3.2's built-in format (the default for a model whose config.json "
-                  "says model_type deepseek_v32 and that ships no template)");
+                  "A Jinja chat-template file to use instead of the model's, or deepseek-v32 / "
+                  "deepseek-v4 for DeepSeek-V3.2's / V4's built-in format (the default for a "
+                  "model whose config.json says model_type deepseek_v32 / deepseek_v4 and that "
+                  "ships no template)");
   cmd->add_option("--kv-cache-memory", o->kv_cache_mib,
                   "Latent KV cache per rank, in MiB (sets max_total_num_tokens)")
       ->check(CLI::PositiveNumber)
