@@ -325,14 +325,26 @@ void GroupScheduler::decode_running(runtime::GroupPlan& plan) {
   new_token_ratio_ = std::max(kMinNewTokenRatio, new_token_ratio_ - kNewTokenRatioDecay);
 }
 
+// The first waiting request (the highest priority, after order_waiting) outranks every running
+// request, and some are running.
+bool GroupScheduler::outranks_running() const {
+  if (waiting_.empty() || running_.empty()) return false;
+  const int32_t top = waiting_.front()->request.priority;
+  return std::all_of(running_.begin(), running_.end(),
+                     [top](const auto& r) { return r->request.priority < top; });
+}
+
 runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   runtime::GroupPlan plan;
   planned_decode_tokens_ = 0;
   for (auto& r : running_) trim_speculation(*r);
   if (limits_.priority) preempt_for_priority();
+  // A waiting request that outranks every running one prefills in a step of its own: its first
+  // token then waits for its prefill alone, not for the running requests' decodes too.
+  const bool urgent = limits_.priority && outranks_running();
   // Mixed steps: the decodes take their KV slots first, then prompt chunks fill the budget, so
   // the weights a step streams serve both and no decode waits behind a long prefill.
-  if (limits_.mixed_steps) decode_running(plan);
+  if (limits_.mixed_steps && !urgent) decode_running(plan);
   int64_t chunk_budget = std::min(limits_.chunk_tokens, prefill_budget);
   bool prefill_started = false;
   // The chunked requests continue first, then waiting requests are admitted.
@@ -345,8 +357,8 @@ runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   }
   admit_waiting(plan, chunk_budget, prefill_started);
   // Without mixing, prefill first (SGLang's default): a group decodes only when it has no
-  // prompt work.
-  if (!limits_.mixed_steps && plan.seqs.empty()) decode_running(plan);
+  // prompt work (so too when an urgent request could not be admitted after all).
+  if ((!limits_.mixed_steps || urgent) && plan.seqs.empty()) decode_running(plan);
   return plan;
 }
 

@@ -80,6 +80,7 @@ class GroupScheduler {
   void retract(std::vector<std::shared_ptr<ActiveRequest>>::iterator victim);
   void retract_until_decode_fits();
   void preempt_for_priority();
+  bool outranks_running() const;
 
   runtime::PlannedSequence prefill_chunk(ActiveRequest& r, int64_t max_tokens);
   runtime::PlannedSequence decode(ActiveRequest& r);

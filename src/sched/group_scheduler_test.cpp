@@ -168,9 +168,12 @@ TEST(GroupScheduler, HigherPriorityPreemptsALowerRunningRequest) {
       EXPECT_EQ(s.preemptions(), 0);
       continue;
     }
-    EXPECT_EQ(planned, (std::vector<uint64_t>{2, 3}));  // low made room; high prefilled at once
+    // Low made room; high prefills at once, in a step of its own (it outranks every running one).
+    EXPECT_EQ(planned, (std::vector<uint64_t>{3}));
     EXPECT_EQ(s.preemptions(), 1);
-    ASSERT_EQ(low->n_generated(), 3);  // kept
+    ASSERT_EQ(low->n_generated(), 3);         // kept
+    const runtime::GroupPlan next = step(s);  // then everyone decodes again
+    ASSERT_EQ(next.seqs.size(), 2u);
     EXPECT_TRUE(s.remove(3));
     const runtime::GroupPlan resumed = step(s);
     ASSERT_EQ(resumed.seqs.size(), 2u);
