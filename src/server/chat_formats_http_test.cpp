@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 
 #include "server/agent_api_test_util.h"
+#include "server/tool_calls.h"
 #include "tokenizer/deepseek_v32_encoding.h"
 
 namespace mlaserve::server::testing {
@@ -21,10 +22,12 @@ nlohmann::json weather_tool() {
           {"function", {{"name", "get_weather"}, {"parameters", weather_parameters()}}}};
 }
 
-std::string dsml_call_text(const std::string& name, const std::string& parameters) {
-  return "\n\n" + std::string(dsv32::kCallsBegin) + "\n" + std::string(dsv32::kInvokeBegin) + name +
-         "\">\n" + parameters + "\n" + std::string(dsv32::kInvokeEnd) + "\n" +
-         std::string(dsv32::kCallsEnd);
+// One call in a DSML calls block: V3.2's, or V4's.
+std::string dsml_call_text(const std::string& name, const std::string& parameters,
+                           ToolSyntax syntax = ToolSyntax::Dsml) {
+  return "\n\n" + std::string(dsml_calls_begin(syntax)) + "\n" + std::string(dsv32::kInvokeBegin) +
+         name + "\">\n" + parameters + "\n" + std::string(dsv32::kInvokeEnd) + "\n" +
+         std::string(dsml_calls_end(syntax));
 }
 
 std::string dsml_parameter(const std::string& name, bool string, const std::string& value) {
@@ -238,6 +241,35 @@ TEST_F(ChatFormatTest, V32DsmlCallsParsedWholeAndStreamed) {
   EXPECT_EQ(sum["content"], "Checking.");
   ASSERT_EQ(sum["calls"].size(), 1u);
   EXPECT_EQ(sum["calls"][0]["arguments"], arguments);
+}
+
+// DeepSeek-V4's encoder (built in): its DSML calls (in a tool_calls block) parsed, and a forced
+// call written in V4's block.
+TEST_F(ChatFormatTest, V4DsmlCallsParsedAndForced) {
+  FakeEngine::Options engine;
+  engine.context_length = 4096;
+  start({}, engine, brown_tiny_tokenizer().with_chat_template("deepseek-v4"));
+  const std::string parameters =
+      dsml_parameter("city", true, "Paris") + "\n" + dsml_parameter("unit", true, "c");
+  answer("Checking." + dsml_call_text("get_weather", parameters, ToolSyntax::DsmlV4));
+  const nlohmann::json body = {{"messages", kUser}, {"tools", {weather_tool()}}};
+  const nlohmann::json choice = post_json("/v1/chat/completions", body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Checking.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"],
+            R"({"city": "Paris", "unit": "c"})");
+  EXPECT_EQ(streamed(body)["calls"][0]["arguments"], R"({"city": "Paris", "unit": "c"})");
+  nlohmann::json forced = body;
+  forced["max_tokens"] = 1;
+  forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  post_json("/v1/chat/completions", forced);
+  bool complete = false;
+  EXPECT_TRUE(
+      constraint_allows(dsml_call_text("get_weather", parameters, ToolSyntax::DsmlV4), &complete));
+  EXPECT_TRUE(complete);
+  post_json("/v1/chat/completions", forced);
+  EXPECT_FALSE(constraint_allows(dsml_call_text("get_weather", parameters, ToolSyntax::Dsml)));
 }
 
 TEST_F(ChatFormatTest, V32ToolChoiceForcesDsml) {

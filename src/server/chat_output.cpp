@@ -172,14 +172,14 @@ bool ChatOutputParser::content_step(ChatDelta& delta, bool final) {
     pending_.clear();
     return false;
   }
-  if (*syntax_ != ToolSyntax::Dsml) {
+  if (!is_dsml(*syntax_)) {
     if (!take_until(marker_syntax(*syntax_).calls_begin, delta.content, final)) return false;
     phase_ = Phase::Calls;
     return true;
   }
   // DSML calls follow the content after "\n\n", which is not content: newlines before a
   // possible marker are held back too.
-  const std::string_view marker = tokenizer::dsv32::kCallsBegin;
+  const std::string_view marker = dsml_calls_begin(*syntax_);
   const size_t at = pending_.find(marker);
   size_t end = at != std::string::npos ? at
                : final                 ? pending_.size()
@@ -312,13 +312,14 @@ bool ChatOutputParser::dsml_calls_step(ChatDelta& delta, bool final) {
     phase_ = Phase::DsmlInvoke;
     return true;
   }
-  if (pending_.starts_with(kCallsEnd)) {
-    pending_.erase(0, kCallsEnd.size());
+  const std::string_view calls_end = dsml_calls_end(*syntax_);
+  if (pending_.starts_with(calls_end)) {
+    pending_.erase(0, calls_end.size());
     to_trailing(delta);
     return true;
   }
   if (pending_.empty()) return false;
-  if (!final && (kInvokeBegin.starts_with(pending_) || kCallsEnd.starts_with(pending_))) {
+  if (!final && (kInvokeBegin.starts_with(pending_) || calls_end.starts_with(pending_))) {
     return false;
   }
   to_trailing(delta);

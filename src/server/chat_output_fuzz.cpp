@@ -46,9 +46,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   constexpr std::optional<ToolSyntax> kSyntaxes[] = {std::nullopt, ToolSyntax::DeepseekV3,
                                                      ToolSyntax::DeepseekV31, ToolSyntax::Dsml};
-  // Bit 3 picks Kimi's syntax (added later: the older seeds keep their meaning).
-  const std::optional<ToolSyntax> syntax =
-      (data[0] & 8) != 0 ? ToolSyntax::Kimi : kSyntaxes[data[0] % 4];
+  // Bit 3 picks Kimi's syntax, bit 4 DeepSeek-V4's DSML (added later: the older seeds keep their
+  // meaning).
+  const std::optional<ToolSyntax> syntax = (data[0] & 8) != 0    ? ToolSyntax::Kimi
+                                           : (data[0] & 16) != 0 ? ToolSyntax::DsmlV4
+                                                                 : kSyntaxes[data[0] % 4];
   const bool reasoning = (data[0] & 4) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 2), size - 2);
   const size_t cut = text.empty() ? 0 : data[1] % (text.size() + 1);

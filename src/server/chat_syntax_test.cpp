@@ -34,9 +34,10 @@ std::string dsml_invoke(const std::string& name, const std::string& parameters) 
          std::string(dsv32::kInvokeEnd);
 }
 
-std::string dsml_calls(const std::string& invokes) {
-  return "\n\n" + std::string(dsv32::kCallsBegin) + "\n" + invokes + "\n" +
-         std::string(dsv32::kCallsEnd);
+// A calls block: V3.2's <｜DSML｜function_calls>, or V4's <｜DSML｜tool_calls>.
+std::string dsml_calls(const std::string& invokes, ToolSyntax syntax = ToolSyntax::Dsml) {
+  return "\n\n" + std::string(dsml_calls_begin(syntax)) + "\n" + invokes + "\n" +
+         std::string(dsml_calls_end(syntax));
 }
 
 using testing::parse;
@@ -135,6 +136,22 @@ TEST(DsmlCalls, NewlinesOnlyBeforeTheCallsAreDropped) {
   EXPECT_EQ(
       parse_every_way("a\n\n" + std::string(dsv32::kCallsBegin), false, ToolSyntax::Dsml).content,
       "a");
+}
+
+// DeepSeek-V4 writes the same invokes in a block named tool_calls: each syntax parses its own
+// block, and the other's block is text.
+TEST(DsmlCalls, V4BlocksAreParsedUnderV4sSyntaxOnly) {
+  const std::string invoke = dsml_invoke("get_date", dsml_parameter("tz", true, "UTC"));
+  const ChatMessage v4 = parse_every_way("Checking." + dsml_calls(invoke, ToolSyntax::DsmlV4),
+                                         false, ToolSyntax::DsmlV4);
+  EXPECT_EQ(v4.content, "Checking.");
+  ASSERT_EQ(v4.tool_calls.size(), 1u);
+  EXPECT_EQ(v4.tool_calls[0].name, "get_date");
+  EXPECT_EQ(v4.tool_calls[0].arguments, R"({"tz": "UTC"})");
+  const std::string v32_block = dsml_calls(invoke, ToolSyntax::Dsml);
+  EXPECT_TRUE(parse_every_way(v32_block, false, ToolSyntax::DsmlV4).tool_calls.empty());
+  EXPECT_TRUE(parse_every_way(dsml_calls(invoke, ToolSyntax::DsmlV4), false, ToolSyntax::Dsml)
+                  .tool_calls.empty());
 }
 
 TEST(DsmlCalls, ATruncatedCallStillClosesItsArguments) {

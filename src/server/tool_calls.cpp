@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "server/json_fields.h"
 #include "tokenizer/deepseek_v32_encoding.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 
 namespace mlaserve::server {
 
@@ -227,20 +228,20 @@ GrammarBuilder::Rule calls_rule(const ToolRequest& tools, const CompiledGrammars
   std::vector<GrammarBuilder::Rule> calls;
   for (const ToolFunction& function : tools.functions) {
     if (tools.choice != ToolChoice::Function || function.name == tools.function) {
-      calls.push_back(tools.syntax == ToolSyntax::Dsml ? dsml_call_rule(function, builder)
+      calls.push_back(is_dsml(tools.syntax) ? dsml_call_rule(function, builder)
                       : tools.syntax == ToolSyntax::Kimi
                           ? kimi_call_rule(function, grammars, builder)
                           : marker_call_rule(function, tools.syntax, grammars, builder));
     }
   }
   GrammarBuilder::Rule call = builder.choice(std::move(calls));
-  if (tools.syntax == ToolSyntax::Dsml) {
-    using namespace tokenizer::dsv32;
+  if (is_dsml(tools.syntax)) {
     if (tools.parallel && tools.choice != ToolChoice::Function) {
       call = builder.one_or_more(call, builder.literal("\n"));
     }
-    return builder.sequence({builder.literal(fmt::format("\n\n{}\n", kCallsBegin)), call,
-                             builder.literal(fmt::format("\n{}", kCallsEnd))});
+    return builder.sequence(
+        {builder.literal(fmt::format("\n\n{}\n", dsml_calls_begin(tools.syntax))), call,
+         builder.literal(fmt::format("\n{}", dsml_calls_end(tools.syntax)))});
   }
   if (tools.parallel && tools.choice != ToolChoice::Function) {
     call = builder.one_or_more(
@@ -280,8 +281,22 @@ std::string_view kimi_k2::function_name(std::string_view header) {
   return header.substr(kIdPrefix.size(), colon - kIdPrefix.size());
 }
 
+bool is_dsml(ToolSyntax syntax) {
+  return syntax == ToolSyntax::Dsml || syntax == ToolSyntax::DsmlV4;
+}
+
+std::string_view dsml_calls_begin(ToolSyntax syntax) {
+  return syntax == ToolSyntax::DsmlV4 ? tokenizer::dsv4::kCallsBegin
+                                      : tokenizer::dsv32::kCallsBegin;
+}
+
+std::string_view dsml_calls_end(ToolSyntax syntax) {
+  return syntax == ToolSyntax::DsmlV4 ? tokenizer::dsv4::kCallsEnd : tokenizer::dsv32::kCallsEnd;
+}
+
 std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer) {
   if (tokenizer.chat_format() == tokenizer::ChatFormatKind::DeepseekV32) return ToolSyntax::Dsml;
+  if (tokenizer.chat_format() == tokenizer::ChatFormatKind::DeepseekV4) return ToolSyntax::DsmlV4;
   const std::string& source = tokenizer.chat_template_source();
   if (source.find("｜DSML｜") != std::string::npos) return ToolSyntax::Dsml;
   const auto is_token = [&](std::string_view marker) {

@@ -64,8 +64,15 @@ std::string_view function_name(std::string_view header);
 // writes <|tool_calls_section_begin|> or, as Kimi-K2-Instruct's first template, only declares
 // the tools to "tool_declare": Kimi's). V3, V3.1 and Kimi need their markers to be tokens of
 // the vocabulary. nullopt: the model cannot call tools.
-enum class ToolSyntax { DeepseekV3, DeepseekV31, Dsml, Kimi };
+// DeepSeek-V4's encoder writes the same DSML invokes inside a <｜DSML｜tool_calls> block
+// (DsmlV4) where V3.2's writes <｜DSML｜function_calls>.
+enum class ToolSyntax { DeepseekV3, DeepseekV31, Dsml, DsmlV4, Kimi };
 std::optional<ToolSyntax> tool_syntax(const tokenizer::Tokenizer& tokenizer);
+
+// The DSML syntaxes: their calls block's opening and closing tags.
+bool is_dsml(ToolSyntax syntax);
+std::string_view dsml_calls_begin(ToolSyntax syntax);
+std::string_view dsml_calls_end(ToolSyntax syntax);
 
 // OpenAI's tool_choice: "none" (answer in text), "auto" (the model decides), "required" (at least
 // one call), or {"type": "function", "function": {"name": ...}} (exactly that call).
