@@ -29,6 +29,29 @@ inline std::string v31_call_text(const std::string& name, const std::string& arg
          "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
 }
 
+// The chat route's form of the conversation both APIs' mapping tests send: a system prompt, a
+// question, an answer with a get_weather call (id `call_id`, `arguments` as JSON text) and its
+// result, with the get_weather tool described as "Current weather".
+inline nlohmann::json weather_chat_conversation(const std::string& call_id,
+                                                const std::string& arguments) {
+  return {{"tools",
+           {{{"type", "function"},
+             {"function",
+              {{"name", "get_weather"},
+               {"description", "Current weather"},
+               {"parameters", weather_parameters()}}}}}},
+          {"messages",
+           {{{"role", "system"}, {"content", "Be brief."}},
+            {{"role", "user"}, {"content", "Weather in Paris?"}},
+            {{"role", "assistant"},
+             {"content", "Let me check."},
+             {"tool_calls",
+              {{{"id", call_id},
+                {"type", "function"},
+                {"function", {{"name", "get_weather"}, {"arguments", arguments}}}}}}},
+            {{"role", "tool"}, {"tool_call_id", call_id}, {"content", "21 C"}}}}};
+}
+
 class AgentApiTest : public ServerTest {
  protected:
   void SetUp() override {

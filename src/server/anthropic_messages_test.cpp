@@ -110,26 +110,8 @@ TEST_F(MessagesTest, BlocksRenderAsTheChatConversation) {
           {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "21 C"}}}}}}}};
   create(body);
   const std::vector<int32_t> prompt = last_prompt();
-  const nlohmann::json chat = {
-      {"tools",
-       {{{"type", "function"},
-         {"function",
-          {{"name", "get_weather"},
-           {"description", "Current weather"},
-           {"parameters", weather_parameters()}}}}}},
-      {"messages",
-       {{{"role", "system"}, {"content", "Be brief."}},
-        {{"role", "user"}, {"content", "Weather in Paris?"}},
-        {{"role", "assistant"},
-         {"content", "Let me check."},
-         {"tool_calls",
-          {{{"id", "toolu_1"},
-            {"type", "function"},
-            {"function",
-             {{"name", "get_weather"},
-              {"arguments", nlohmann::json({{"city", "Paris"}, {"unit", "c"}}).dump()}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "21 C"}}}}};
-  EXPECT_EQ(prompt, chat_route_prompt(chat));
+  EXPECT_EQ(prompt, chat_route_prompt(weather_chat_conversation(
+                        "toolu_1", nlohmann::json({{"city", "Paris"}, {"unit", "c"}}).dump())));
 }
 
 TEST_F(MessagesTest, ToolUseReplyAndStream) {

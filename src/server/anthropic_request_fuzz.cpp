@@ -20,9 +20,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  nlohmann::json body;
-  expect_client_error_at_worst([&] { body = parse_json_object(text); });
-  if (!body.is_object()) return 0;
+  const nlohmann::json body = fuzz_body(text);
+  if (body.is_null()) return 0;
   for (const bool count_only : {false, true}) {
     expect_client_error_at_worst([&] {
       build_chat_requests(

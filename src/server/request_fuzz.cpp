@@ -33,9 +33,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  nlohmann::json body;
-  expect_client_error_at_worst([&] { body = parse_json_object(text); });
-  if (!body.is_object()) return 0;
+  const nlohmann::json body = fuzz_body(text);
+  if (body.is_null()) return 0;
   const int32_t vocab_size = tokenizer().vocab_size();
   expect_client_error_at_worst([&] {
     const GenerationOptions options = parse_openai_options(body, Api::Completions, vocab_size);

@@ -13,6 +13,7 @@
 #include "server/api_error.h"
 #include "server/chat_request.h"
 #include "server/generation_options.h"
+#include "server/json_fields.h"
 #include "server/prompt_input.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,6 +35,14 @@ inline void expect_client_error_at_worst(const std::function<void()>& parse) {
   } catch (const ApiError& error) {
     if (error.status() >= 500) std::abort();
   }
+}
+
+// The fuzz input as a request body: the JSON object it parses to, or null when the route would
+// refuse it (with a client error) before reading any field.
+inline nlohmann::json fuzz_body(const std::string& text) {
+  nlohmann::json body;
+  expect_client_error_at_worst([&] { body = parse_json_object(text); });
+  return body.is_object() ? body : nlohmann::json();
 }
 
 inline void build_requests(const GenerationOptions& options, const std::vector<Prompt>& prompts) {

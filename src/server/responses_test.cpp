@@ -96,24 +96,7 @@ TEST_F(ResponsesTest, ItemsRenderAsTheChatConversation) {
              {"arguments", arguments}},
             {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "21 C"}}}}});
   const std::vector<int32_t> prompt = last_prompt();
-  const nlohmann::json chat = {
-      {"tools",
-       {{{"type", "function"},
-         {"function",
-          {{"name", "get_weather"},
-           {"description", "Current weather"},
-           {"parameters", weather_parameters()}}}}}},
-      {"messages",
-       {{{"role", "system"}, {"content", "Be brief."}},
-        {{"role", "user"}, {"content", "Weather in Paris?"}},
-        {{"role", "assistant"},
-         {"content", "Let me check."},
-         {"tool_calls",
-          {{{"id", "call_1"},
-            {"type", "function"},
-            {"function", {{"name", "get_weather"}, {"arguments", arguments}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21 C"}}}}};
-  EXPECT_EQ(prompt, chat_route_prompt(chat));
+  EXPECT_EQ(prompt, chat_route_prompt(weather_chat_conversation("call_1", arguments)));
 }
 
 TEST_F(ResponsesTest, FunctionCallOutputAndStream) {
