@@ -270,6 +270,18 @@ TEST_F(ChatFormatTest, V4DsmlCallsParsedAndForced) {
   EXPECT_TRUE(complete);
   post_json("/v1/chat/completions", forced);
   EXPECT_FALSE(constraint_allows(dsml_call_text("get_weather", parameters, ToolSyntax::Dsml)));
+  // OpenAI's reasoning_effort reaches the encoder ("max" asks for exhaustive thinking; "low" is
+  // V4's default).
+  answer("ok");
+  post_json("/v1/chat/completions", {{"messages", kUser},
+                                     {"reasoning_effort", "max"},
+                                     {"chat_template_kwargs", {{"thinking", true}}}});
+  EXPECT_THAT(last_prompt(), HasSubstr("Reasoning Effort: Absolute maximum"));
+  post_json("/v1/chat/completions", {{"messages", kUser},
+                                     {"reasoning_effort", "low"},
+                                     {"chat_template_kwargs", {{"thinking", true}}}});
+  EXPECT_THAT(last_prompt(), ::testing::Not(HasSubstr("Reasoning Effort")));
+  post_json("/v1/chat/completions", {{"messages", kUser}, {"reasoning_effort", 3}}, 400);
 }
 
 TEST_F(ChatFormatTest, V32ToolChoiceForcesDsml) {

@@ -179,6 +179,12 @@ ChatRequest parse_chat_completions_request(const nlohmann::json& body, const Ord
   ChatRequest chat;
   chat.options = parse_openai_options(body, Api::Chat, tokenizer.vocab_size());
   chat.template_kwargs = chat_template_kwargs(body, ordered);
+  // OpenAI's reasoning_effort goes to the template (as vLLM passes it), unless the kwargs set it.
+  if (const std::optional<std::string> effort = read_string(body, "reasoning_effort")) {
+    if (!chat.template_kwargs.contains("reasoning_effort")) {
+      chat.template_kwargs["reasoning_effort"] = *effort;
+    }
+  }
   chat.tools = parse_tool_request(body, ordered, tokenizer);
   chat.output_format = response_format(body, ordered);
   chat.messages = chat_messages(body);

@@ -448,12 +448,17 @@ std::string encode_messages(const nlohmann::ordered_json& messages, const Encode
   }
 }
 
+// V4's encoder knows "high" and "max" (only "max" adds a prompt). OpenAI's clients send
+// "minimal", "low" and "medium" too: V4 has no lighter effort than its default, so they are it.
 ReasoningEffort reasoning_effort_of(const nlohmann::ordered_json& kwargs) {
   const Json* effort = get(kwargs, "reasoning_effort");
   if (effort == nullptr || effort->is_null()) return ReasoningEffort::Unset;
-  if (*effort == "high") return ReasoningEffort::High;
   if (*effort == "max") return ReasoningEffort::Max;
-  fail("DeepSeek-V4 chat: reasoning_effort must be \"high\" or \"max\", got {}", effort->dump());
+  if (*effort == "high") return ReasoningEffort::High;
+  if (*effort == "minimal" || *effort == "low" || *effort == "medium")
+    return ReasoningEffort::Unset;
+  fail("DeepSeek-V4 chat: reasoning_effort must be minimal, low, medium, high or max, got {}",
+       effort->dump());
 }
 
 }  // namespace mlaserve::tokenizer::dsv4

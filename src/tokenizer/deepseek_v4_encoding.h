@@ -59,7 +59,8 @@ struct EncodeOptions {
 std::string encode_messages(const nlohmann::ordered_json& messages, const EncodeOptions& options);
 
 // chat_template_kwargs' "reasoning_effort": absent or null is Unset, "high" and "max" are
-// themselves; anything else is an Error, as the encoder rejects it.
+// themselves, OpenAI's lighter "minimal", "low" and "medium" are Unset (V4's default); anything
+// else is an Error.
 ReasoningEffort reasoning_effort_of(const nlohmann::ordered_json& kwargs);
 
 }  // namespace mlaserve::tokenizer::dsv4

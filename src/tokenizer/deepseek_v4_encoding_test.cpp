@@ -128,12 +128,17 @@ TEST(V4Encoder, ReasoningEffortFromTheKwargs) {
   chat.kwargs = {{"thinking", true}, {"reasoning_effort", "high"}};
   EXPECT_EQ(v4_tokenizer().render_chat(chat),
             std::string(dsv4::kBos) + "<｜User｜>Hi<｜Assistant｜><think>");
+  // OpenAI's lighter efforts are V4's default.
   chat.kwargs = {{"thinking", true}, {"reasoning_effort", "low"}};
+  EXPECT_EQ(v4_tokenizer().render_chat(chat),
+            std::string(dsv4::kBos) + "<｜User｜>Hi<｜Assistant｜><think>");
+  chat.kwargs = {{"thinking", true}, {"reasoning_effort", "extreme"}};
   try {
     (void)v4_tokenizer().render_chat(chat);
-    ADD_FAILURE() << "reasoning_effort low accepted";
+    ADD_FAILURE() << "reasoning_effort extreme accepted";
   } catch (const Error& error) {
-    EXPECT_THAT(error.what(), HasSubstr("reasoning_effort must be \"high\" or \"max\""));
+    EXPECT_THAT(error.what(),
+                HasSubstr("reasoning_effort must be minimal, low, medium, high or max"));
   }
 }
 
