@@ -20,6 +20,7 @@ struct StoredResponse {
   // The conversation it ends (chat messages, its instructions left out as the Responses API
   // does not carry them over): what a request naming it as previous_response_id continues.
   nlohmann::ordered_json conversation;
+  nlohmann::json input_items;  // the request's input as items with ids (GET .../input_items)
 };
 
 class ResponseStore {

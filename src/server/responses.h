@@ -34,6 +34,8 @@ struct ResponsesRequest {
   bool store = true;
   // The chat messages without the instructions: with the reply, what the response stores.
   nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
+  // The input as items, each with a type and an id (a string input is one user message).
+  nlohmann::json input_items = nlohmann::json::array();
 };
 
 // The stored conversation of a previous_response_id, or nullopt when there is none.

@@ -11,6 +11,7 @@
 #include "server/api_error.h"
 #include "server/generation_options.h"
 #include "server/json_fields.h"
+#include "server/openai_format.h"
 #include "server/responses.h"
 
 namespace mlaserve::server {
@@ -313,6 +314,26 @@ nlohmann::json echoed_fields(const FieldsAt& body, const ChatRequest& chat) {
           {"user", or_null("user")}};
 }
 
+// The input as the items GET /v1/responses/{id}/input_items lists: a string is a user message,
+// an item without a type a message, and each gets an id if it has none.
+nlohmann::json input_items_of(const nlohmann::json& input) {
+  if (input.is_string()) {
+    return {{{"id", new_request_id("msg_")},
+             {"type", "message"},
+             {"role", "user"},
+             {"content", {{{"type", "input_text"}, {"text", input}}}}}};
+  }
+  nlohmann::json items = input;
+  for (nlohmann::json& item : items) {
+    if (!item.contains("type")) item["type"] = "message";
+    if (!item.contains("id")) {
+      const bool message = item["type"] == "message";
+      item["id"] = new_request_id(message ? "msg_" : item["type"] == "reasoning" ? "rs_" : "fc_");
+    }
+  }
+  return items;
+}
+
 }  // namespace
 
 ResponsesRequest parse_responses_request(const nlohmann::json& json, const OrderedBody& ordered,
@@ -344,6 +365,7 @@ ResponsesRequest parse_responses_request(const nlohmann::json& json, const Order
   } else {
     throw invalid_request("'input' must be a string or a non-empty list of items", "input");
   }
+  request.input_items = input_items_of(*input);
   if (const std::optional<std::string> instructions = body.string("instructions")) {
     chat.messages.push_back({{"role", "system"}, {"content", *instructions}});
   }

@@ -1,6 +1,9 @@
 // POST /v1/responses, GET and DELETE /v1/responses/{id}.
+#include <algorithm>
+#include <charconv>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/http_response.h"
@@ -38,9 +41,9 @@ void handle_create(ServerContext& context, const httplib::Request& request,
   ResponseDone done;
   if (parsed.store) {
     done = [&store = context.responses, id = header.id,
-            conversation = std::move(parsed.conversation)](const nlohmann::json& finished,
-                                                           const nlohmann::ordered_json& reply) {
-      StoredResponse stored{finished, conversation};
+            conversation = std::move(parsed.conversation), items = std::move(parsed.input_items)](
+               const nlohmann::json& finished, const nlohmann::ordered_json& reply) {
+      StoredResponse stored{finished, conversation, items};
       stored.conversation.push_back(reply);
       store.put(id, std::move(stored));
     };
@@ -60,6 +63,46 @@ void handle_get(ServerContext& context, const httplib::Request& request,
   send_json(response, stored->response);
 }
 
+// OpenAI's list of a response's input items: newest first unless order=asc, `limit` (1-100,
+// default 20) of them after the item `after`.
+void handle_input_items(ServerContext& context, const httplib::Request& request,
+                        httplib::Response& response) {
+  const std::string id = request.matches[1];
+  const std::optional<StoredResponse> stored = context.responses.get(id);
+  if (!stored) throw not_found(id);
+  const std::string order = request.has_param("order") ? request.get_param_value("order") : "desc";
+  if (order != "asc" && order != "desc") {
+    throw invalid_request("'order' must be 'asc' or 'desc', got '" + order + "'", "order");
+  }
+  int64_t limit = 20;
+  if (request.has_param("limit")) {
+    const std::string text = request.get_param_value("limit");
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), limit);
+    if (error != std::errc() || end != text.data() + text.size() || limit < 1 || limit > 100) {
+      throw invalid_request("'limit' must be an integer in [1, 100], got '" + text + "'", "limit");
+    }
+  }
+  std::vector<nlohmann::json> items(stored->input_items.begin(), stored->input_items.end());
+  if (order == "desc") std::reverse(items.begin(), items.end());
+  auto first = items.begin();
+  if (request.has_param("after")) {
+    const std::string after = request.get_param_value("after");
+    first = std::find_if(items.begin(), items.end(),
+                         [&](const nlohmann::json& item) { return item["id"] == after; });
+    if (first == items.end()) {
+      throw invalid_request("'after' names no input item of this response", "after");
+    }
+    ++first;
+  }
+  const auto last = items.end() - first > limit ? first + limit : items.end();
+  const nlohmann::json data = std::vector<nlohmann::json>(first, last);
+  send_json(response, {{"object", "list"},
+                       {"data", data},
+                       {"first_id", data.empty() ? nlohmann::json(nullptr) : data.front()["id"]},
+                       {"last_id", data.empty() ? nlohmann::json(nullptr) : data.back()["id"]},
+                       {"has_more", last != items.end()}});
+}
+
 void handle_delete(ServerContext& context, const httplib::Request& request,
                    httplib::Response& response) {
   const std::string id = request.matches[1];
@@ -77,6 +120,10 @@ void add_responses_routes(RouteTable& routes, ServerContext& context) {
   routes.get(kIdPattern, [&context](const httplib::Request& request, httplib::Response& response) {
     handle_get(context, request, response);
   });
+  routes.get("/v1/responses/([^/]+)/input_items",
+             [&context](const httplib::Request& request, httplib::Response& response) {
+               handle_input_items(context, request, response);
+             });
   routes.del(kIdPattern, [&context](const httplib::Request& request, httplib::Response& response) {
     handle_delete(context, request, response);
   });

@@ -216,6 +216,33 @@ TEST_F(ResponsesTest, StoredResponsesContinueGetAndDelete) {
                                 {{{"role", "user"}, {"content", "Weather in Paris?"}},
                                  {{"role", "assistant"}, {"content", "Sunny."}},
                                  {{"role", "user"}, {"content", "And tomorrow?"}}}}}));
+  // Its input as items: newest first by default, in pages.
+  const nlohmann::json items =
+      nlohmann::json::parse(get("/v1/responses/" + id + "/input_items")->body);
+  EXPECT_EQ(items["object"], "list");
+  ASSERT_EQ(items["data"].size(), 1u);
+  EXPECT_EQ(items["data"][0]["content"][0]["text"], "Weather in Paris?");
+  EXPECT_EQ(items["has_more"], false);
+  const nlohmann::json two = create(
+      {{"input", {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}}});
+  const std::string two_id = two["id"];
+  const nlohmann::json newest =
+      nlohmann::json::parse(get("/v1/responses/" + two_id + "/input_items?limit=1")->body);
+  ASSERT_EQ(newest["data"].size(), 1u);
+  EXPECT_EQ(newest["data"][0]["content"], "b");
+  EXPECT_EQ(newest["has_more"], true);
+  const nlohmann::json rest =
+      nlohmann::json::parse(get("/v1/responses/" + two_id + "/input_items?limit=1&after=" +
+                                newest["last_id"].get<std::string>())
+                                ->body);
+  EXPECT_EQ(rest["data"][0]["content"], "a");
+  EXPECT_EQ(rest["has_more"], false);
+  EXPECT_EQ(
+      nlohmann::json::parse(
+          get("/v1/responses/" + two_id + "/input_items?order=asc")->body)["data"][0]["content"],
+      "a");
+  EXPECT_EQ(get("/v1/responses/" + two_id + "/input_items?limit=0")->status, 400);
+  EXPECT_EQ(get("/v1/responses/resp_nope/input_items")->status, 404);
   const nlohmann::json unstored = create({{"input", "Hi"}, {"store", false}});
   EXPECT_EQ(get("/v1/responses/" + unstored["id"].get<std::string>())->status, 404);
   const httplib::Result deleted = client().Delete("/v1/responses/" + id);
