@@ -235,6 +235,8 @@ TEST_F(MessagesTest, AuthenticationByEitherHeader) {
       post("/v1/messages", body, {{"x-api-key", "sk-test"}, {"anthropic-version", "2023-06-01"}});
   ASSERT_TRUE(with_key);
   EXPECT_EQ(with_key->status, 200) << with_key->body;
+  EXPECT_THAT(with_key->get_header_value("request-id"), ::testing::StartsWith("req_"));
+  EXPECT_THAT(missing->get_header_value("request-id"), ::testing::StartsWith("req_"));
   const httplib::Result bearer = post("/v1/messages", body, {{"Authorization", "Bearer sk-test"}});
   ASSERT_TRUE(bearer);
   EXPECT_EQ(bearer->status, 200);

@@ -8,6 +8,7 @@
 
 #include "server/api_error.h"
 #include "server/http_response.h"
+#include "server/openai_format.h"
 
 namespace mlaserve::server {
 
@@ -90,6 +91,8 @@ httplib::Server::HandlerWithContentReader RouteTable::reading_body(Handler handl
 Handler RouteTable::guarded(Handler handler, bool needs_key, ApiDialect dialect) const {
   return [this, handler = std::move(handler), needs_key, dialect](const httplib::Request& request,
                                                                   httplib::Response& response) {
+    // Anthropic's responses carry a request-id header (its SDK reports it with errors).
+    if (dialect == ApiDialect::Anthropic) response.set_header("request-id", new_request_id("req_"));
     try {
       if (needs_key) check_api_key(request);
       handler(request, response);
