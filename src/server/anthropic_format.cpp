@@ -62,10 +62,7 @@ class AnthropicFormat final : public GenerationFormat {
 
   nlohmann::json response(const GenerationBatch& batch) const override {
     const ChoiceState& choice = batch.choices().at(0);
-    ChatOutputParser parser = parsing_.parser();
-    ChatMessage message;
-    message.add(parser.push(choice.text()));
-    message.add(parser.finish());
+    const ChatMessage message = parsing_.parse(choice.text());
     nlohmann::json content = nlohmann::json::array();
     if (!message.reasoning.empty()) content.push_back(thinking_block(message.reasoning));
     if (!message.content.empty() || message.tool_calls.empty()) {

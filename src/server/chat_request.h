@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,14 @@ struct ChatParsing {
   bool reasoning = false;
   std::optional<ToolSyntax> tool_calls;
   ChatOutputParser parser() const { return ChatOutputParser(reasoning, tool_calls); }
+  // A whole reply parsed at once (what its stream's deltas sum to).
+  ChatMessage parse(std::string_view text) const {
+    ChatOutputParser whole = parser();
+    ChatMessage message;
+    message.add(whole.push(text));
+    message.add(whole.finish());
+    return message;
+  }
 };
 
 // Makes the API's format for a request, told how its output is parsed.

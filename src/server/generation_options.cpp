@@ -76,10 +76,9 @@ void read_logit_bias(const nlohmann::json& object, int32_t vocab_size,
   }
 }
 
-// The fields OpenAI and SGLang spell alike, read from `object`.
-void read_shared_fields(const nlohmann::json& object, int32_t vocab_size,
-                        GenerationOptions& options) {
-  sampling::SamplingParams& sampling = options.sampling;
+// The sampling fields OpenAI and SGLang spell alike, read from `object` and checked.
+void read_sampling(const nlohmann::json& object, int32_t vocab_size,
+                   sampling::SamplingParams& sampling) {
   read_float(object, "temperature", sampling.temperature);
   read_float(object, "top_p", sampling.top_p);
   read_float(object, "min_p", sampling.min_p);
@@ -92,7 +91,12 @@ void read_shared_fields(const nlohmann::json& object, int32_t vocab_size,
   }
   read_logit_bias(object, vocab_size, sampling);
   validate_sampling(sampling);
+}
 
+// The fields OpenAI and SGLang spell alike, read from `object`.
+void read_shared_fields(const nlohmann::json& object, int32_t vocab_size,
+                        GenerationOptions& options) {
+  read_sampling(object, vocab_size, options.sampling);
   options.stop = read_string_or_list(object, "stop");
   for (const std::string& stop : options.stop) {
     if (stop.empty()) throw invalid_request("'stop' strings must not be empty", "stop");
@@ -195,18 +199,7 @@ GenerationOptions parse_anthropic_options(const nlohmann::json& body, bool needs
 
 GenerationOptions parse_responses_options(const nlohmann::json& body, int32_t vocab_size) {
   GenerationOptions options;
-  sampling::SamplingParams& sampling = options.sampling;
-  read_float(body, "temperature", sampling.temperature);
-  read_float(body, "top_p", sampling.top_p);
-  read_float(body, "min_p", sampling.min_p);
-  read_float(body, "presence_penalty", sampling.presence_penalty);
-  read_float(body, "frequency_penalty", sampling.frequency_penalty);
-  sampling.top_k = read_bounded_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), -1);
-  if (const std::optional<int64_t> seed = read_int(body, "seed")) {
-    sampling.seed = static_cast<uint64_t>(*seed);
-  }
-  read_logit_bias(body, vocab_size, sampling);
-  validate_sampling(sampling);
+  read_sampling(body, vocab_size, options.sampling);
   options.max_new_tokens = read_max_tokens(body, "max_output_tokens");
   options.top_logprobs = read_bounded_int(body, "top_logprobs", 0, kMaxTopLogprobs, 0);
   options.logprobs = options.top_logprobs > 0;

@@ -44,7 +44,8 @@ GenerationOptions parse_openai_options(const nlohmann::json& body, Api api, int3
 // "temperature", "top_p", "top_k", "stop_sequences", "stream" (and our "priority").
 GenerationOptions parse_anthropic_options(const nlohmann::json& body, bool needs_max_tokens);
 // Fields of OpenAI's /v1/responses: "max_output_tokens", "temperature", "top_p", "top_logprobs",
-// "stream" (and our "seed", "top_k", "min_p", penalties, "priority").
+// "stream" (and the sampling fields chat takes: "seed", "top_k", "min_p", penalties, logit_bias;
+// "priority", "cache_salt").
 GenerationOptions parse_responses_options(const nlohmann::json& body, int32_t vocab_size);
 // Fields of /generate: "sampling_params" {...}, "stream", "return_logprob", "top_logprobs_num".
 GenerationOptions parse_native_options(const nlohmann::json& body, int32_t vocab_size);

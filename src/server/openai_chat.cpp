@@ -77,10 +77,7 @@ class ChatFormat final : public GenerationFormat {
     nlohmann::json choices = nlohmann::json::array();
     for (size_t i = 0; i < batch.choices().size(); ++i) {
       const ChoiceState& choice = batch.choices()[i];
-      ChatOutputParser parser = parsing_.parser();
-      ChatMessage message;
-      message.add(parser.push(choice.text()));
-      message.add(parser.finish());
+      const ChatMessage message = parsing_.parse(choice.text());
       choices.push_back(
           {{"index", i},
            {"message", message_json(message, parsing_.reasoning)},

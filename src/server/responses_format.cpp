@@ -98,10 +98,7 @@ class ResponsesFormat final : public GenerationFormat {
 
   nlohmann::json response(const GenerationBatch& batch) const override {
     const ChoiceState& choice = batch.choices().at(0);
-    ChatOutputParser parser = parsing_.parser();
-    ChatMessage message;
-    message.add(parser.push(choice.text()));
-    message.add(parser.finish());
+    const ChatMessage message = parsing_.parse(choice.text());
     return finished(choice, output_items(message));
   }
 
