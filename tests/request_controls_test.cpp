@@ -111,13 +111,16 @@ TEST(Priority, AHigherPriorityRequestPreemptsARunningOne) {
   ASSERT_GT(server.port(), 0);
   const ServerApi api(server.port());
   const std::vector<int> low_prompt = {0, 11, 22, 33}, high_prompt = {0, 44, 55, 66};
-  const json low_alone = generate_at(api, low_prompt, 200, 0);
-  auto low = std::async(std::launch::async, [&] { return generate_at(api, low_prompt, 200, 0); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // low runs
+  // Long enough to be still running when the high one comes on any machine.
+  constexpr int kLowTokens = 1000;
+  const json low_alone = generate_at(api, low_prompt, kLowTokens, 0);
+  auto low =
+      std::async(std::launch::async, [&] { return generate_at(api, low_prompt, kLowTokens, 0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // low runs
   const json high = generate_at(api, high_prompt, 4, 10);
   const json low_done = low.get();
   EXPECT_EQ(low_done["output_ids"], low_alone["output_ids"]);
-  // The high request did not wait for the low one's 200 tokens.
+  // The high request did not wait for the low one's tokens.
   EXPECT_LT(high["meta_info"]["timings"]["queue_ms"].get<double>(),
             0.5 * low_alone["meta_info"]["timings"]["decode_ms"].get<double>())
       << high.dump() << "\n"
@@ -129,8 +132,9 @@ TEST(Timings, QueueAndPhasesOfARequest) {
   ServerProcess server("--max-running-requests 1");
   ASSERT_GT(server.port(), 0);
   const ServerApi api(server.port());
-  auto first = std::async(std::launch::async, [&] { return generate_at(api, kPrompt, 64, 0); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Long enough to be still running when the second comes on any machine.
+  auto first = std::async(std::launch::async, [&] { return generate_at(api, kPrompt, 800, 0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const json second = generate_at(api, kPrompt, 4, 0);
   const json first_done = first.get();
   const json& running = first_done["meta_info"]["timings"];
