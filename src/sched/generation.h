@@ -41,7 +41,7 @@ struct GenerationRequest {
   bool logprobs = false;                // report the chosen token's logprob
   std::shared_ptr<TokenConstraint> constraint;  // structured output; null: any token
   // --enable-priority-scheduling: higher values are admitted first among a DP group's waiting
-  // requests (running requests are not preempted); 0 without the flag.
+  // requests, preempting lower running ones when the group is full; 0 without the flag.
   int32_t priority = 0;
   // Prefix-cache isolation (vLLM's and SGLang's cache_salt): requests share cached prefixes only
   // with requests of the same salt ("" : no salt).

@@ -115,7 +115,8 @@ TEST(GroupScheduler, AdmissionRespectsTheRunningLimitAndThePrefillBudget) {
 }
 
 // --enable-priority-scheduling: waiting requests are admitted highest priority first, arrival
-// order among equals; a running request is not preempted. Without it, arrival order.
+// order among equals (max_running 1, so every request waits until the one before it ends). Without
+// it, arrival order.
 TEST(GroupScheduler, PriorityOrdersTheWaitingRequests) {
   for (bool priority : {true, false}) {
     SCOPED_TRACE(priority ? "priority" : "fcfs");

@@ -274,10 +274,12 @@ void add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--enable-priority-scheduling", o->enable_priority_scheduling,
                 "Admit waiting requests by their 'priority' field (higher first; ties in "
-                "--schedule-policy order) within each DP group. Running requests are not "
-                "preempted: a high-priority request waits at most for a running slot or KV room "
-                "to free up. Without this flag a request that sets a non-zero priority is "
-                "refused (400)");
+                "--schedule-policy order) within each DP group. A request that finds its group "
+                "full (--max-running-requests or the KV pool) preempts the lowest-priority "
+                "running request below it, which resumes later with the tokens it had (same "
+                "output), and one that outranks every running request prefills in a step of its "
+                "own. Strict priority: lower ones wait while higher ones fill the group. Without "
+                "this flag a request that sets a non-zero priority is refused (400)");
   cmd->add_flag("--disable-radix-cache", o->disable_radix_cache,
                 "Do not reuse the KV of shared prompt prefixes across requests");
   cmd->add_flag("--disable-mixed-chunk", o->disable_mixed_chunk,
