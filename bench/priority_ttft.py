@@ -7,7 +7,8 @@ server, and on a server saturated by low-priority requests, with --enable-priori
                            [--load-tokens 1024] [--server-flags "--model DIR --tokenizer DIR"]
 
 Each setting starts `serve` on 127.0.0.1 (--max-running-requests RUNNING), warms it up, then
-sends PROBES high-priority streamed completions (16 tokens) one after another, measuring the
+sends PROBES high-priority streamed completions (16 tokens; each prompt new to the prefix cache)
+one after another, measuring the
 time from sending each to its first content chunk. Saturated settings first start LOAD clients
 that each send low-priority streamed completions (ignore_eos, LOAD_TOKENS tokens) one after
 another until the probes are done, so RUNNING requests run and the rest wait the whole time. Prints the median TTFT of each setting and the ratios.
@@ -15,6 +16,7 @@ another until the probes are done, so RUNNING requests run and the rest wait the
 import argparse
 import http.client
 import json
+import random
 import re
 import statistics
 import subprocess
@@ -62,10 +64,13 @@ def load_client(port, body, stop):
         stream_completion(port, body, None, stop)
 
 
-def probe_ttfts(port, probes, priority):
+def probe_ttfts(port, probes, priority, tag):
+    """TTFTs of `probes` requests whose prompts no earlier request shares beyond its first word
+    (the radix cache must not turn a probe's prefill into a one-token step)."""
     ttfts = []
     for i in range(probes):
-        body = {"prompt": f"Probe {i}: the jury said", "max_tokens": 16, "temperature": 0}
+        body = {"prompt": f"{tag} {i} {random.randrange(10**9)}: the jury said",
+                "max_tokens": 16, "temperature": 0}
         if priority:
             body["priority"] = 10
         sent = time.perf_counter()
@@ -79,7 +84,7 @@ def run_setting(args, saturated, priority):
     proc, port = start_server(args.binary, args.server_flags, args.running, priority)
     stop = threading.Event()
     try:
-        probe_ttfts(port, 2, priority)  # warm-up
+        probe_ttfts(port, 2, priority, "Warm")
         load = []
         if saturated:
             for i in range(args.load):
@@ -91,7 +96,7 @@ def run_setting(args, saturated, priority):
                 thread.start()
                 load.append(thread)
             time.sleep(2.0)  # every load request admitted or queued
-        return probe_ttfts(port, args.probes, priority)
+        return probe_ttfts(port, args.probes, priority, "Probe")
     finally:
         stop.set()
         proc.terminate()
