@@ -1,7 +1,9 @@
 // The Responses API's stored responses (store: true, the default): GET /v1/responses/{id} reads
 // one back, previous_response_id continues its conversation, DELETE removes it. Kept in memory
 // and bounded: past kCapacity responses the oldest is dropped (a later request naming it gets
-// a 404). Thread-safe: handler threads store and read at once.
+// a 404), and past kCapacityBytes of stored JSON text the oldest go too (the newest always
+// stays). Thread-safe: handler
+// threads store and read at once.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +28,10 @@ struct StoredResponse {
 class ResponseStore {
  public:
   static constexpr size_t kCapacity = 1024;
+  static constexpr size_t kCapacityBytes = size_t{256} << 20;
+
+  explicit ResponseStore(size_t capacity = kCapacity, size_t capacity_bytes = kCapacityBytes)
+      : capacity_(capacity), capacity_bytes_(capacity_bytes) {}
 
   void put(const std::string& id, StoredResponse stored);
   std::optional<StoredResponse> get(const std::string& id) const;
@@ -34,11 +40,16 @@ class ResponseStore {
 
  private:
   mutable std::mutex mutex_;
+  void drop_oldest();
+
+  const size_t capacity_, capacity_bytes_;
   std::list<std::string> order_;  // oldest first
   struct Entry {
     StoredResponse stored;
     std::list<std::string>::iterator position;
+    size_t bytes;  // its JSON text's size
   };
+  size_t bytes_ = 0;
   std::unordered_map<std::string, Entry> entries_;
 };
 
