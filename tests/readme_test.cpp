@@ -133,10 +133,11 @@ TEST(Readme, FirstCommandServesTheDemoModelThatAnswersTheCurlExamples) {
   EXPECT_EQ(completion_text.rfind(" the last year,", 0), 0u) << completion_text;
   EXPECT_GT(english_share(completion_text, vocabulary), 0.7) << completion_text;
   EXPECT_EQ(completion["usage"]["completion_tokens"], 32);
-  // The chats sample (temperature 1): a reply of words, streamed to the end.
+  // The chats sample (temperature 1, no seed): a reply with words, streamed to the end. A sampled
+  // reply may end after a word or two (" U.S." then EOS was seen), so no more is asked of it.
   for (const std::string& reply : {chat["choices"][0]["message"]["content"].get<std::string>(),
                                    streamed_content(answers[2])}) {
-    EXPECT_GE(lowercase_words(reply).size(), 3u) << reply;
+    EXPECT_FALSE(lowercase_words(reply).empty()) << reply;
   }
   EXPECT_NE(answers[2].find("data: [DONE]"), std::string::npos) << answers[2];
 }
