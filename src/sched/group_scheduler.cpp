@@ -283,6 +283,7 @@ void GroupScheduler::retract_until_decode_fits() {
 // retracted one resumes (with the tokens it had) once no higher-priority request waits. Strict
 // priority: under a steady stream of higher-priority work a low-priority request waits.
 void GroupScheduler::preempt_for_priority() {
+  if (waiting_.empty()) return;  // nothing to order or to preempt for
   order_waiting();
   while (!waiting_.empty()) {
     const ActiveRequest& top = *waiting_.front();

@@ -88,8 +88,7 @@ class AnthropicFormat final : public GenerationFormat {
   std::vector<SseEvent> stream_update(const GenerationBatch& batch, size_t,
                                       const ChoiceState::Update& update) const override {
     std::vector<SseEvent> events;
-    ChatDelta parsed = parser_->push(update.text);
-    if (update.finish) parsed.append(parser_->finish());
+    const ChatDelta parsed = parser_->push_update(update.text, update.finish != nullptr);
     if (!parsed.reasoning.empty()) {
       open(Block::Thinking, thinking_block(""), events);
       delta({{"type", "thinking_delta"}, {"thinking", parsed.reasoning}}, events);

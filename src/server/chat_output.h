@@ -52,6 +52,13 @@ class ChatOutputParser {
   ChatDelta push(std::string_view text);
   // The output is complete: releases what was held back.
   ChatDelta finish();
+  // A stream's update: the text generated since the last one, and when `last`, what was held
+  // back too.
+  ChatDelta push_update(std::string_view text, bool last) {
+    ChatDelta delta = push(text);
+    if (last) delta.append(finish());
+    return delta;
+  }
 
  private:
   enum class Phase {

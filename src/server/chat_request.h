@@ -51,8 +51,7 @@ struct ChatParsing {
   ChatMessage parse(std::string_view text) const {
     ChatOutputParser whole = parser();
     ChatMessage message;
-    message.add(whole.push(text));
-    message.add(whole.finish());
+    message.add(whole.push_update(text, /*last=*/true));
     return message;
   }
 };

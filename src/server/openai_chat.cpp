@@ -107,8 +107,7 @@ class ChatFormat final : public GenerationFormat {
   std::vector<SseEvent> stream_update(const GenerationBatch& batch, size_t index,
                                       const ChoiceState::Update& update) const override {
     ChoiceStream& stream = streams_[index];
-    ChatDelta parsed = stream.parser.push(update.text);
-    if (update.finish) parsed.append(stream.parser.finish());
+    const ChatDelta parsed = stream.parser.push_update(update.text, update.finish != nullptr);
     stream.called_tools = stream.called_tools || !parsed.tool_calls.empty();
     nlohmann::json choice = {
         {"index", index},

@@ -112,8 +112,7 @@ class ResponsesFormat final : public GenerationFormat {
   std::vector<SseEvent> stream_update(const GenerationBatch& batch, size_t,
                                       const ChoiceState::Update& update) const override {
     std::vector<SseEvent> events;
-    ChatDelta parsed = parser_->push(update.text);
-    if (update.finish) parsed.append(parser_->finish());
+    const ChatDelta parsed = parser_->push_update(update.text, update.finish != nullptr);
     if (!parsed.reasoning.empty()) {
       open(ItemKind::Reasoning, events);
       append(parsed.reasoning, "response.reasoning_text.delta", events);
