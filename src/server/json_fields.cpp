@@ -97,33 +97,50 @@ const nlohmann::json* field(const nlohmann::json& object, std::string_view key) 
   return &*it;
 }
 
-std::optional<int64_t> read_int(const nlohmann::json& object, std::string_view key) {
-  const nlohmann::json* value = field(object, key);
+namespace {
+
+// The typed reads of a field's value (nullptr: not given), naming the field `name` in errors.
+std::optional<int64_t> int_value(const nlohmann::json* value, std::string_view name) {
   if (!value) return std::nullopt;
   const std::optional<int64_t> number = as_int(*value);
-  if (!number) throw wrong_type(key, "an integer", *value);
+  if (!number) throw wrong_type(name, "an integer", *value);
   return number;
 }
 
-std::optional<double> read_number(const nlohmann::json& object, std::string_view key) {
-  const nlohmann::json* value = field(object, key);
+std::optional<double> number_value(const nlohmann::json* value, std::string_view name) {
   if (!value) return std::nullopt;
-  if (!value->is_number()) throw wrong_type(key, "a number", *value);
+  if (!value->is_number()) throw wrong_type(name, "a number", *value);
   return value->get<double>();
 }
 
-std::optional<bool> read_bool(const nlohmann::json& object, std::string_view key) {
-  const nlohmann::json* value = field(object, key);
+std::optional<bool> bool_value(const nlohmann::json* value, std::string_view name) {
   if (!value) return std::nullopt;
-  if (!value->is_boolean()) throw wrong_type(key, "a boolean", *value);
+  if (!value->is_boolean()) throw wrong_type(name, "a boolean", *value);
   return value->get<bool>();
 }
 
-std::optional<std::string> read_string(const nlohmann::json& object, std::string_view key) {
-  const nlohmann::json* value = field(object, key);
+std::optional<std::string> string_value(const nlohmann::json* value, std::string_view name) {
   if (!value) return std::nullopt;
-  if (!value->is_string()) throw wrong_type(key, "a string", *value);
+  if (!value->is_string()) throw wrong_type(name, "a string", *value);
   return value->get<std::string>();
+}
+
+}  // namespace
+
+std::optional<int64_t> read_int(const nlohmann::json& object, std::string_view key) {
+  return int_value(field(object, key), key);
+}
+
+std::optional<double> read_number(const nlohmann::json& object, std::string_view key) {
+  return number_value(field(object, key), key);
+}
+
+std::optional<bool> read_bool(const nlohmann::json& object, std::string_view key) {
+  return bool_value(field(object, key), key);
+}
+
+std::optional<std::string> read_string(const nlohmann::json& object, std::string_view key) {
+  return string_value(field(object, key), key);
 }
 
 std::vector<std::string> read_string_or_list(const nlohmann::json& object, std::string_view key) {
@@ -166,32 +183,19 @@ std::string FieldsAt::path_of(std::string_view key) const {
 }
 
 std::optional<std::string> FieldsAt::string(std::string_view key) const {
-  const nlohmann::json* value = get(key);
-  if (!value) return std::nullopt;
-  if (!value->is_string()) throw wrong_type(path_of(key), "a string", *value);
-  return value->get<std::string>();
+  return string_value(get(key), path_of(key));
 }
 
 std::optional<int64_t> FieldsAt::integer(std::string_view key) const {
-  const nlohmann::json* value = get(key);
-  if (!value) return std::nullopt;
-  const std::optional<int64_t> number = as_int(*value);
-  if (!number) throw wrong_type(path_of(key), "an integer", *value);
-  return number;
+  return int_value(get(key), path_of(key));
 }
 
 std::optional<double> FieldsAt::number(std::string_view key) const {
-  const nlohmann::json* value = get(key);
-  if (!value) return std::nullopt;
-  if (!value->is_number()) throw wrong_type(path_of(key), "a number", *value);
-  return value->get<double>();
+  return number_value(get(key), path_of(key));
 }
 
 std::optional<bool> FieldsAt::boolean(std::string_view key) const {
-  const nlohmann::json* value = get(key);
-  if (!value) return std::nullopt;
-  if (!value->is_boolean()) throw wrong_type(path_of(key), "a boolean", *value);
-  return value->get<bool>();
+  return bool_value(get(key), path_of(key));
 }
 
 const nlohmann::json* FieldsAt::list(std::string_view key) const {
