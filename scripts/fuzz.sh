@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(tokenizer_fuzz tiktoken_fuzz chat_template_fuzz chat_output_fuzz request_fuzz anthropic_request_fuzz responses_request_fuzz config_fuzz safetensors_fuzz)
+TARGETS=(tokenizer_fuzz tiktoken_fuzz chat_template_fuzz chat_output_fuzz request_fuzz anthropic_request_fuzz responses_request_fuzz config_fuzz v4_config_fuzz safetensors_fuzz)
 
 clang_can_fuzz() {
   command -v clang++ >/dev/null || return 1

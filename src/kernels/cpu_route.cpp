@@ -8,4 +8,9 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
   ref::route(logits, spec, expert_ids, weights);
 }
 
+void route_given(const float* logits, const RouterSpec& spec, const int32_t* experts,
+                 float* weights) {
+  ref::route_given(logits, spec, experts, weights);
+}
+
 }  // namespace mlaserve::kernels

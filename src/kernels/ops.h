@@ -247,7 +247,8 @@ void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
                       const float* cos_theta, const float* sin_theta);
 
 // ---- MoE routing (one token at a time) -------------------------------------------------
-enum class RouterScoring { Softmax, Sigmoid };
+// SqrtSoftplus: sqrt(softplus(logit)), DeepSeek-V4's scoring.
+enum class RouterScoring { Softmax, Sigmoid, SqrtSoftplus };
 enum class RouterTopk { Greedy, GroupLimitedGreedy, NoauxTc };
 
 struct RouterSpec {
@@ -265,6 +266,11 @@ struct RouterSpec {
 // logits: router logits x·Wgᵀ [n_experts]. Writes top_k expert ids and their combine weights
 // (routed_scaling_factor already applied, so the MoE output is Σ w·expert + shared).
 void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights);
+// Hash routing (DeepSeek-V4's first layers pick a token's experts from a table by token id):
+// the top_k experts are given; their combine weights are scored, normalised and scaled as
+// route()'s would be.
+void route_given(const float* logits, const RouterSpec& spec, const int32_t* experts,
+                 float* weights);
 
 // ---- DeepSeek Sparse Attention: the lightning indexer (V3.2) ---------------------------------
 // LayerNorm with bias (the indexer's k_norm): y = (x - mean) / sqrt(var + eps) * gamma + beta with

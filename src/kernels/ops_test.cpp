@@ -492,6 +492,24 @@ TEST(Route, NoauxTcRanksGroupsByTheirTopTwoBiasedScoresAndWeighsUnbiased) {
   expect_route(route_of(logits, spec), {{4, 3}, {1.5f, 1.0f}});
 }
 
+TEST(Route, SqrtSoftplusWeighsByTheRootOfTheSoftplus) {
+  // softplus(log(e^s - 1)) = s: logits chosen so the scores are sqrt(1), sqrt(3), sqrt(2), ~0.
+  const std::vector<float> logits = {std::log(std::exp(1.0f) - 1), std::log(std::exp(3.0f) - 1),
+                                     std::log(std::exp(2.0f) - 1), -30.0f};
+  const std::vector<float> bias(4, 0.0f);
+  const RouterSpec spec{
+      RouterScoring::SqrtSoftplus, RouterTopk::NoauxTc, 4, 2, 1, 1, true, 1.5f, bias.data()};
+  const float one = 1.0f, three = std::sqrt(3.0f), two = std::sqrt(2.0f);
+  expect_route(route_of(logits, spec),
+               {{1, 2}, {1.5f * three / (three + two), 1.5f * two / (three + two)}});
+  // Hash routing: experts given (a token's tid2eid row), weighed the same way.
+  std::vector<float> weights(2);
+  const std::vector<int32_t> given = {0, 2};
+  route_given(logits.data(), spec, given.data(), weights.data());
+  EXPECT_NEAR(weights[0], 1.5f * one / (one + two), 1e-6);
+  EXPECT_NEAR(weights[1], 1.5f * two / (one + two), 1e-6);
+}
+
 // ---- attention --------------------------------------------------------------------------
 
 struct AbsorbedCase {

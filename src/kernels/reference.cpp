@@ -96,14 +96,46 @@ void mask_to_best_groups(std::vector<float>& choice, const RouterSpec& spec, Gro
 
 }  // namespace
 
-void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights) {
-  std::vector<float> scores(logits, logits + spec.n_experts);
-  if (spec.scoring == RouterScoring::Softmax) {
-    softmax(scores.data(), spec.n_experts);
-  } else {
-    for (float& s : scores) s = 1.0f / (1.0f + std::exp(-s));
-  }
+namespace {
 
+std::vector<float> router_scores(const float* logits, const RouterSpec& spec) {
+  std::vector<float> scores(logits, logits + spec.n_experts);
+  switch (spec.scoring) {
+    case RouterScoring::Softmax:
+      softmax(scores.data(), spec.n_experts);
+      break;
+    case RouterScoring::Sigmoid:
+      for (float& s : scores) s = 1.0f / (1.0f + std::exp(-s));
+      break;
+    case RouterScoring::SqrtSoftplus:  // softplus(x) = log(1 + e^x), = x to float precision past 20
+      for (float& s : scores) s = std::sqrt(s > 20.0f ? s : std::log1p(std::exp(s)));
+      break;
+  }
+  return scores;
+}
+
+// The combine weights of the chosen experts: their unbiased scores, normalised and scaled.
+void combine_weights(const std::vector<float>& scores, const RouterSpec& spec,
+                     const int32_t* experts, float* weights) {
+  float sum = 0.0f;
+  for (int i = 0; i < spec.top_k; ++i) {
+    weights[i] = scores[static_cast<size_t>(experts[i])];
+    sum += weights[i];
+  }
+  // V3 (noaux_tc): normalise if asked, then always scale. V2: normalise or scale, not both.
+  const bool normalise =
+      spec.norm_topk_prob && (spec.method == RouterTopk::NoauxTc || spec.top_k > 1);
+  const bool scale = spec.method == RouterTopk::NoauxTc || !normalise;
+  for (int i = 0; i < spec.top_k; ++i) {
+    if (normalise) weights[i] /= sum + 1e-20f;
+    if (scale) weights[i] *= spec.routed_scaling_factor;
+  }
+}
+
+}  // namespace
+
+void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights) {
+  const std::vector<float> scores = router_scores(logits, spec);
   std::vector<float> choice = scores;
   if (spec.method == RouterTopk::NoauxTc) {
     for (int e = 0; e < spec.n_experts; ++e)
@@ -117,22 +149,14 @@ void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, flo
       return *std::max_element(m.begin(), m.end());
     });
   }
-
   const std::vector<int32_t> chosen = top_k_indices(choice, spec.top_k);
-  float sum = 0.0f;
-  for (int i = 0; i < spec.top_k; ++i) {
-    expert_ids[i] = chosen[static_cast<size_t>(i)];
-    weights[i] = scores[static_cast<size_t>(chosen[static_cast<size_t>(i)])];  // unbiased score
-    sum += weights[i];
-  }
-  // V3 (noaux_tc): normalise if asked, then always scale. V2: normalise or scale, not both.
-  const bool normalise =
-      spec.norm_topk_prob && (spec.method == RouterTopk::NoauxTc || spec.top_k > 1);
-  const bool scale = spec.method == RouterTopk::NoauxTc || !normalise;
-  for (int i = 0; i < spec.top_k; ++i) {
-    if (normalise) weights[i] /= sum + 1e-20f;
-    if (scale) weights[i] *= spec.routed_scaling_factor;
-  }
+  std::copy(chosen.begin(), chosen.begin() + spec.top_k, expert_ids);
+  combine_weights(scores, spec, expert_ids, weights);
+}
+
+void route_given(const float* logits, const RouterSpec& spec, const int32_t* experts,
+                 float* weights) {
+  combine_weights(router_scores(logits, spec), spec, experts, weights);
 }
 
 void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const KvRows& kv,

@@ -14,6 +14,8 @@ void softmax(float* x, int64_t n);
 void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
                       const float* cos_theta, const float* sin_theta);
 void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights);
+void route_given(const float* logits, const RouterSpec& spec, const int32_t* experts,
+                 float* weights);
 void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out);
 void mla_attention_prefill(const PrefillAttention& shape, const float* q, const float* k,

@@ -9,6 +9,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "model/config_reader.h"
 
 namespace mlaserve::model {
 
@@ -52,58 +53,8 @@ std::shared_ptr<pcre2_match_context> match_limits() {
 
 using nlohmann::json;
 
-namespace {
-
-// Reads one key with a clear error naming the file and key for a missing or mistyped value.
-class ConfigReader {
- public:
-  ConfigReader(const json& j, std::string origin) : j_(j), origin_(std::move(origin)) {}
-
-  template <typename T>
-  T required(const char* key) const {
-    if (!j_.contains(key) || j_[key].is_null()) fail("{}: missing required key '{}'", origin_, key);
-    return convert<T>(key);
-  }
-
-  template <typename T>
-  T optional(const char* key, T fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    return convert<T>(key);
-  }
-
-  bool present(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  const json& raw(const char* key) const { return j_[key]; }
-  const std::string& origin() const { return origin_; }
-
-  int64_t positive(const char* key) const {
-    auto v = required<int64_t>(key);
-    if (v <= 0) fail("{}: '{}' must be positive, got {}", origin_, key, v);
-    return v;
-  }
-
- private:
-  template <typename T>
-  T convert(const char* key) const {
-    const json& v = j_[key];
-    bool ok = false;
-    if constexpr (std::is_same_v<T, bool>)
-      ok = v.is_boolean();
-    else if constexpr (std::is_integral_v<T>)
-      ok = v.is_number_integer();
-    else if constexpr (std::is_floating_point_v<T>)
-      ok = v.is_number();
-    else
-      ok = v.is_string();
-    if (!ok) fail("{}: key '{}' has the wrong type ({})", origin_, key, v.dump());
-    return v.get<T>();
-  }
-
-  const json& j_;
-  std::string origin_;
-};
-
-void read_yarn(const ConfigReader& c, ModelConfig& cfg) {
-  if (!c.present("rope_scaling")) return;
+std::optional<YarnScaling> read_yarn(const ConfigReader& c) {
+  if (!c.present("rope_scaling")) return std::nullopt;
   const json& rs = c.raw("rope_scaling");
   ConfigReader r(rs, c.origin() + " rope_scaling");
   const std::string type =
@@ -118,8 +69,10 @@ void read_yarn(const ConfigReader& c, ModelConfig& cfg) {
   y.beta_slow = r.optional<double>("beta_slow", 1.0);
   y.mscale = r.optional<double>("mscale", 1.0);
   y.mscale_all_dim = r.optional<double>("mscale_all_dim", 0.0);
-  cfg.yarn = y;
+  return y;
 }
+
+namespace {
 
 // RouterSpec counts are ints: a larger value would wrap into a different, plausible count.
 int router_int(const ConfigReader& c, const char* key, int64_t value) {
@@ -128,9 +81,11 @@ int router_int(const ConfigReader& c, const char* key, int64_t value) {
   return static_cast<int>(value);
 }
 
-void read_router(const ConfigReader& c, ModelConfig& cfg) {
-  auto& r = cfg.router;
-  r.n_experts = router_int(c, "n_routed_experts", cfg.n_routed_experts);
+}  // namespace
+
+kernels::RouterSpec read_router(const ConfigReader& c, int64_t n_routed_experts) {
+  kernels::RouterSpec r;
+  r.n_experts = router_int(c, "n_routed_experts", n_routed_experts);
   r.top_k = router_int(c, "num_experts_per_tok", c.positive("num_experts_per_tok"));
   r.n_group = router_int(c, "n_group", c.optional<int64_t>("n_group", 1));
   r.topk_group = router_int(c, "topk_group", c.optional<int64_t>("topk_group", 1));
@@ -142,8 +97,11 @@ void read_router(const ConfigReader& c, ModelConfig& cfg) {
     r.scoring = kernels::RouterScoring::Softmax;
   else if (scoring == "sigmoid")
     r.scoring = kernels::RouterScoring::Sigmoid;
+  else if (scoring == "sqrtsoftplus")
+    r.scoring = kernels::RouterScoring::SqrtSoftplus;
   else
-    fail("{}: scoring_func '{}' is not supported (softmax, sigmoid)", c.origin(), scoring);
+    fail("{}: scoring_func '{}' is not supported (softmax, sigmoid, sqrtsoftplus)", c.origin(),
+         scoring);
 
   const auto method = c.optional<std::string>("topk_method", "greedy");
   if (method == "greedy")
@@ -171,7 +129,10 @@ void read_router(const ConfigReader& c, ModelConfig& cfg) {
     fail("{}: noaux_tc needs at least 2 experts per group (n_routed_experts / n_group)",
          c.origin());
   }
+  return r;
 }
+
+namespace {
 
 // compressed-tensors (the format of Kimi-K2-Thinking's int4 release): one config group of
 // weight-only symmetric int4 with group-wise scales, stored pack-quantized. Anything else
@@ -221,6 +182,8 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
   cfg.int4_ignore = std::move(compiled);
 }
 
+}  // namespace
+
 // An `eos_token_id` list appended to ids; whether there was one (a single id is the caller's).
 bool read_eos_ids(const json& j, const std::string& origin, std::vector<int64_t>& ids) {
   if (!j.contains("eos_token_id") || !j["eos_token_id"].is_array()) return false;
@@ -232,15 +195,14 @@ bool read_eos_ids(const json& j, const std::string& origin, std::vector<int64_t>
   return true;
 }
 
-void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
-  if (!c.present("quantization_config")) return;
+bool read_fp8_quantization(const ConfigReader& c, const char* supported) {
+  if (!c.present("quantization_config")) return false;
   const json& q = c.raw("quantization_config");
   ConfigReader r(q, c.origin() + " quantization_config");
   const auto method = r.required<std::string>("quant_method");
-  if (method == "compressed-tensors") return read_compressed_tensors(c, q, cfg);
   if (method != "fp8") {
-    fail("{}: quantization_config.quant_method '{}' is not supported (fp8, compressed-tensors)",
-         c.origin(), method);
+    fail("{}: quantization_config.quant_method '{}' is not supported ({})", c.origin(), method,
+         supported);
   }
   const auto fmt = r.optional<std::string>("fmt", "e4m3");
   if (fmt != "e4m3")
@@ -257,7 +219,18 @@ void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
     fail("{}: quantization_config.activation_scheme '{}' is not supported (dynamic)", c.origin(),
          activations);
   }
-  cfg.fp8_block_quantized = true;
+  return true;
+}
+
+namespace {
+
+void read_quantization(const ConfigReader& c, ModelConfig& cfg) {
+  if (c.present("quantization_config")) {
+    const json& q = c.raw("quantization_config");
+    if (q.is_object() && q.value("quant_method", json()) == "compressed-tensors")
+      return read_compressed_tensors(c, q, cfg);
+  }
+  cfg.fp8_block_quantized = read_fp8_quantization(c, "fp8, compressed-tensors");
 }
 
 // DeepSeek-V3.2's lightning indexer. Its queries come from MLA's q latent, so it needs q LoRA;
@@ -340,7 +313,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   if (cfg.qk_rope_head_dim % 2 != 0)
     fail("{}: qk_rope_head_dim {} must be even", origin, cfg.qk_rope_head_dim);
   cfg.rope_theta = c.optional<double>("rope_theta", 10000.0);
-  read_yarn(c, cfg);
+  cfg.yarn = read_yarn(c);
   if (cfg.model_type == "deepseek_v32") read_indexer(c, cfg);
 
   cfg.intermediate_size = c.positive("intermediate_size");
@@ -351,7 +324,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
     cfg.first_k_dense_replace = c.optional<int64_t>("first_k_dense_replace", 0);
     cfg.moe_layer_freq = c.optional<int64_t>("moe_layer_freq", 1);
     if (cfg.moe_layer_freq <= 0) fail("{}: moe_layer_freq must be positive", origin);
-    read_router(c, cfg);
+    cfg.router = read_router(c, cfg.n_routed_experts);
   }
   cfg.tie_word_embeddings = c.optional<bool>("tie_word_embeddings", false);
   read_quantization(c, cfg);
@@ -373,8 +346,6 @@ void ModelConfig::add_generation_config(const json& j, const std::string& origin
   }
 }
 
-namespace {
-
 json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) fail("cannot open {}", path.string());
@@ -384,8 +355,6 @@ json read_json_file(const std::filesystem::path& path) {
     fail("{}: invalid JSON: {}", path.string(), e.what());
   }
 }
-
-}  // namespace
 
 ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
   const auto path = model_dir / "config.json";

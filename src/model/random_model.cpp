@@ -10,43 +10,22 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "model/config.h"
+#include "model/random_tensors.h"
 #include "model/safetensors.h"
 
 namespace mlaserve::model {
 
 namespace {
 
-// splitmix64: a small, fast, well-mixed generator; each tensor gets its own stream.
-struct Random {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
-  float normal() {  // Box-Muller
-    return static_cast<float>(std::sqrt(-2.0 * std::log(uniform())) *
-                              std::cos(2 * std::numbers::pi * uniform()));
-  }
-};
-
-uint64_t hash_name(const std::string& s, uint64_t seed) {
-  uint64_t h = 1469598103934665603ull ^ seed;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-class Writer {
+class Writer : public RandomTensors {
  public:
-  Writer(uint64_t seed, RandomWeightFormat format) : seed_(seed), format_(format) {}
+  Writer(uint64_t seed, RandomWeightFormat format) : RandomTensors(seed), format_(format) {}
 
   // A [rows, cols] matrix with N(0, std²) entries; quantizable weights go FP8 when asked.
   void matrix(const std::string& name, int64_t rows, int64_t cols, double std, bool quantizable) {
     std::vector<float> w = normal_values(name, rows * cols, std);
     if (quantizable && format_ == RandomWeightFormat::FP8) {
-      fp8(name, rows, cols, w);
+      fp8_blocks(name, rows, cols, w, Fp8Scales::F32Inverse);
     } else if (quantizable && format_ == RandomWeightFormat::Int4 &&
                name.find(".mlp.experts.") != std::string::npos) {
       int4(name, rows, cols, w);
@@ -54,61 +33,8 @@ class Writer {
       bf16_tensor(name, {rows, cols}, w);
     }
   }
-  void ones(const std::string& name, int64_t n) {
-    bf16_tensor(name, {n}, std::vector<float>(static_cast<size_t>(n), 1.0f));
-  }
-  void f32_vector(const std::string& name, std::vector<float> v) {
-    TensorToWrite t{name,
-                    StorageType::F32,
-                    {static_cast<int64_t>(v.size())},
-                    std::vector<uint8_t>(v.size() * 4)};
-    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-    tensors_.push_back(std::move(t));
-  }
-  std::vector<float> normal_values(const std::string& name, int64_t n, double std) {
-    Random rng{hash_name(name, seed_)};
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = static_cast<float>(rng.normal() * std);
-    return v;
-  }
-  const std::vector<TensorToWrite>& tensors() const { return tensors_; }
 
  private:
-  void bf16_tensor(const std::string& name, std::vector<int64_t> shape,
-                   const std::vector<float>& v) {
-    TensorToWrite t{name, StorageType::BF16, std::move(shape), std::vector<uint8_t>(v.size() * 2)};
-    auto* out = reinterpret_cast<bf16*>(t.bytes.data());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]);
-    tensors_.push_back(std::move(t));
-  }
-
-  // Block scale = max |w| / 448 per 128x128 block (a power-of-two-free float, stored F32).
-  void fp8(const std::string& name, int64_t rows, int64_t cols, const std::vector<float>& w) {
-    const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
-    std::vector<float> scale(static_cast<size_t>(br * bc), 0.0f);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        float& s = scale[static_cast<size_t>((r / 128) * bc + c / 128)];
-        s = std::max(s, std::fabs(w[static_cast<size_t>(r * cols + c)]) / 448.0f);
-      }
-    for (float& s : scale) s = s > 0 ? s : 1.0f;
-    TensorToWrite t{name,
-                    StorageType::F8_E4M3,
-                    {rows, cols},
-                    std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const float s = scale[static_cast<size_t>((r / 128) * bc + c / 128)];
-        t.bytes[static_cast<size_t>(r * cols + c)] =
-            f32_to_fp8_e4m3(w[static_cast<size_t>(r * cols + c)] / s);
-      }
-    tensors_.push_back(std::move(t));
-    TensorToWrite st{
-        name + "_scale_inv", StorageType::F32, {br, bc}, std::vector<uint8_t>(scale.size() * 4)};
-    std::memcpy(st.bytes.data(), scale.data(), st.bytes.size());
-    tensors_.push_back(std::move(st));
-  }
-
   // compressed-tensors' pack-quantized int4 as its minmax observer makes it: per group of 32,
   // scale = max |w| / 7.5 rounded to bf16 (the stored dtype), q = clamp(round(w / scale), -8, 7)
   // stored as q + 8, eight per int32 from the low bits up; `<module>.weight_shape` int64 [2].
@@ -144,15 +70,13 @@ class Writer {
     TensorToWrite shape{module + ".weight_shape", StorageType::I64, {2}, std::vector<uint8_t>(16)};
     const int64_t dims[2] = {rows, cols};
     std::memcpy(shape.bytes.data(), dims, 16);
-    tensors_.push_back(std::move(packed));
-    tensors_.push_back(std::move(scales));
-    tensors_.push_back(std::move(shape));
+    add(std::move(packed));
+    add(std::move(scales));
+    add(std::move(shape));
   }
 
   static constexpr int64_t kInt4Group = 32;
-  uint64_t seed_;
   RandomWeightFormat format_;
-  std::vector<TensorToWrite> tensors_;
 };
 
 void write_mlp(Writer& w, const std::string& prefix, int64_t hidden, int64_t inter,

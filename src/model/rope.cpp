@@ -7,16 +7,20 @@
 namespace mlaserve::model {
 
 std::vector<double> RopeTable::inv_freq(const ModelConfig& cfg) {
-  const int64_t dim = cfg.qk_rope_head_dim, half = dim / 2;
-  const double base = cfg.rope_theta;
+  return inv_freq(cfg.qk_rope_head_dim, cfg.rope_theta, cfg.yarn);
+}
+
+std::vector<double> RopeTable::inv_freq(int64_t dim, double base,
+                                        const std::optional<YarnScaling>& yarn) {
+  const int64_t half = dim / 2;
   std::vector<double> freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i)
     freq[static_cast<size_t>(i)] = 1.0 / std::pow(base, 2.0 * i / dim);
-  if (!cfg.yarn) return freq;
+  if (!yarn) return freq;
 
   // YaRN: pair indices below `low` keep their frequency (extrapolate), above `high` are divided
   // by `factor` (interpolate), linear ramp in between. dim is the rope head dim, not hidden/heads.
-  const YarnScaling& y = *cfg.yarn;
+  const YarnScaling& y = *yarn;
   const double orig = static_cast<double>(y.original_max_position_embeddings);
   auto correction_dim = [&](double rotations) {
     return dim * std::log(orig / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));

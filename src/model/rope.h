@@ -1,6 +1,7 @@
 // Rotary position tables for DeepSeek's decoupled RoPE, with DeepSeek YaRN scaling.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "model/config.h"
@@ -18,6 +19,9 @@ class RopeTable {
 
   // The YaRN-blended inverse frequencies (exposed for tests).
   static std::vector<double> inv_freq(const ModelConfig& cfg);
+  // The same for `dim` rotated dims (dim / 2 pairs) of base `base`, YaRN-blended when given.
+  static std::vector<double> inv_freq(int64_t dim, double base,
+                                      const std::optional<YarnScaling>& yarn);
 
  private:
   int64_t half_, max_positions_;

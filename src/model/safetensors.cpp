@@ -24,6 +24,10 @@ const char* storage_type_name(StorageType t) {
       return "BF16";
     case StorageType::F8_E4M3:
       return "F8_E4M3";
+    case StorageType::F8_E8M0:
+      return "F8_E8M0";
+    case StorageType::I8:
+      return "I8";
     case StorageType::I32:
       return "I32";
     case StorageType::I64:
@@ -40,6 +44,8 @@ size_t storage_type_size(StorageType t) {
     case StorageType::BF16:
       return 2;
     case StorageType::F8_E4M3:
+    case StorageType::F8_E8M0:
+    case StorageType::I8:
       return 1;
     case StorageType::I64:
       return 8;
@@ -89,9 +95,12 @@ StorageType parse_storage_type(const std::string& s, const std::string& file,
   if (s == "F32") return StorageType::F32;
   if (s == "BF16") return StorageType::BF16;
   if (s == "F8_E4M3") return StorageType::F8_E4M3;
+  if (s == "F8_E8M0") return StorageType::F8_E8M0;
+  if (s == "I8") return StorageType::I8;
   if (s == "I32") return StorageType::I32;
   if (s == "I64") return StorageType::I64;
-  fail("{}: tensor '{}' has dtype {} (supported: F32, BF16, F8_E4M3, I32, I64)", file, tensor, s);
+  fail("{}: tensor '{}' has dtype {} (supported: F32, BF16, F8_E4M3, F8_E8M0, I8, I32, I64)", file,
+       tensor, s);
 }
 
 TensorInfo parse_entry(const std::string& name, const json& e, const uint8_t* data,

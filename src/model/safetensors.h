@@ -12,8 +12,10 @@
 
 namespace mlaserve::model {
 
-// I32 and I64 hold compressed-tensors' packed int4 codes (8 per int32) and their weight_shape.
-enum class StorageType { F32, BF16, F8_E4M3, I32, I64 };
+// I32 and I64 hold compressed-tensors' packed int4 codes (8 per int32) and their weight_shape;
+// DeepSeek-V4 stores its experts' FP4 e2m1 codes two per I8 byte, with F8_E8M0 (power-of-two)
+// scales, and its token-to-expert hash table as I64.
+enum class StorageType { F32, BF16, F8_E4M3, F8_E8M0, I8, I32, I64 };
 
 const char* storage_type_name(StorageType t);
 size_t storage_type_size(StorageType t);

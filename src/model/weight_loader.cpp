@@ -13,7 +13,8 @@
 namespace mlaserve::model {
 
 namespace {
-constexpr int64_t kBlock = 128;  // FP8 block edge, DeepSeek-V3's weight_block_size
+constexpr int64_t kBlock = 128;    // FP8 block edge, DeepSeek-V3's weight_block_size
+constexpr int64_t kFp4Group = 32;  // values per scale of an MXFP4 tensor
 }  // namespace
 
 const TensorInfo& WeightLoader::checked(const std::string& name, std::vector<int64_t> shape) const {
@@ -22,6 +23,21 @@ const TensorInfo& WeightLoader::checked(const std::string& name, std::vector<int
     fail("{}: tensor '{}' has shape [{}], the config implies [{}]", t.file, name,
          fmt::join(t.shape, ", "), fmt::join(shape, ", "));
   }
+  return t;
+}
+
+// A [rows, cols] weight tensor: as is, or FP4 codes two per I8 byte ([rows, cols / 2]).
+const TensorInfo& WeightLoader::checked_matrix(const std::string& name, int64_t rows,
+                                               int64_t cols) const {
+  const TensorInfo& t = checkpoint_.get(name);
+  if (t.type != StorageType::I8) return checked(name, {rows, cols});
+  if (cols % kFp4Group != 0 || t.shape != std::vector<int64_t>{rows, cols / 2}) {
+    fail(
+        "{}: FP4 tensor '{}' has shape [{}], the config implies [{}, {}] (two codes per byte, "
+        "a multiple of {} columns)",
+        t.file, name, fmt::join(t.shape, ", "), rows, cols / 2, kFp4Group);
+  }
+  fp4_scales(t);
   return t;
 }
 
@@ -43,30 +59,67 @@ const char* quantization_name(Quantization q) {
   return "?";
 }
 
-// The 128x128 block scales of an FP8 tensor (`<name>_scale_inv`, despite the name a
-// multiplier), exactly as DeepSeek-V3 checkpoints define them.
+namespace {
+
+// An E8M0 scale byte (DeepSeek-V4's `scale_fmt: ue8m0`) is 2^(byte - 127); 255 is NaN, which a
+// checkpoint must not hold.
+float e8m0_to_f32(uint8_t byte) {
+  return std::ldexp(1.0f, static_cast<int>(byte) - 127);
+}
+
+void check_e8m0(const TensorInfo& scale) {
+  for (size_t i = 0; i < scale.nbytes; ++i) {
+    if (scale.data[i] == 0xff)
+      fail("{}: scale tensor '{}' holds the E8M0 NaN code 0xff at element {}", scale.file,
+           scale.name, i);
+  }
+}
+
+}  // namespace
+
+// The scales of a quantized tensor: DeepSeek-V3's `<name>_scale_inv` (F32/BF16, despite the name
+// a multiplier) or DeepSeek-V4's `<module>.scale` (E8M0 powers of two, or F32/BF16).
+const TensorInfo& WeightLoader::scale_tensor(const TensorInfo& t,
+                                             const std::vector<int64_t>& shape) const {
+  const std::string v3_name = t.name + "_scale_inv", v4_name = module_name(t.name) + ".scale";
+  if (!checkpoint_.contains(v3_name) && !checkpoint_.contains(v4_name)) {
+    fail("{}: missing tensor '{}' (or '{}'): the scales of {} tensor '{}'", t.file, v3_name,
+         v4_name, storage_type_name(t.type), t.name);
+  }
+  const TensorInfo& scale = checkpoint_.get(checkpoint_.contains(v3_name) ? v3_name : v4_name);
+  if (scale.shape != shape || (scale.type != StorageType::F32 && scale.type != StorageType::BF16 &&
+                               scale.type != StorageType::F8_E8M0)) {
+    fail("{}: block scale '{}' must be F32/BF16/F8_E8M0 [{}] for '{}', got {} [{}]", scale.file,
+         scale.name, fmt::join(shape, ", "), t.name, storage_type_name(scale.type),
+         fmt::join(scale.shape, ", "));
+  }
+  if (scale.type == StorageType::F8_E8M0) check_e8m0(scale);
+  return scale;
+}
+
+// The 128x128 block scales of an FP8 tensor, exactly as DeepSeek-V3 checkpoints define them.
 const TensorInfo& WeightLoader::block_scales(const TensorInfo& t) const {
   const int64_t rows = t.shape[0], width = t.shape.size() == 2 ? t.shape[1] : 1;
-  const std::vector<int64_t> scale_shape = {(rows + kBlock - 1) / kBlock,
-                                            (width + kBlock - 1) / kBlock};
-  const TensorInfo& scale = checkpoint_.get(t.name + "_scale_inv");
-  if (scale.shape != scale_shape ||
-      (scale.type != StorageType::F32 && scale.type != StorageType::BF16)) {
-    fail("{}: block scale '{}' must be F32/BF16 [{}], got {} [{}]", scale.file, scale.name,
-         fmt::join(scale_shape, ", "), storage_type_name(scale.type), fmt::join(scale.shape, ", "));
-  }
-  return scale;
+  return scale_tensor(t, {(rows + kBlock - 1) / kBlock, (width + kBlock - 1) / kBlock});
+}
+
+// An FP4 tensor's scales: one per 32 values of a row (DeepSeek-V4's MXFP4 experts).
+const TensorInfo& WeightLoader::fp4_scales(const TensorInfo& t) const {
+  return scale_tensor(t, {t.shape[0], t.shape[1] * 2 / kFp4Group});
 }
 
 namespace {
 
-// Values in a row of a 2-D weight tensor: a packed int4 one (I32) holds 8 per element.
+// Values in a row of a 2-D weight tensor: a packed int4 one (I32) holds 8 per element, an FP4
+// one (I8) 2.
 int64_t values_per_row(const TensorInfo& t) {
-  return t.type == StorageType::I32 ? t.shape[1] * 8 : t.shape[1];
+  if (t.type == StorageType::I32) return t.shape[1] * 8;
+  return t.type == StorageType::I8 ? t.shape[1] * 2 : t.shape[1];
 }
 
 float scale_at(const TensorInfo& scale, int64_t block_row, int64_t block_col) {
   const size_t i = static_cast<size_t>(block_row * scale.shape[1] + block_col);
+  if (scale.type == StorageType::F8_E8M0) return e8m0_to_f32(scale.data[i]);
   if (scale.type == StorageType::BF16)
     return bf16_to_f32(reinterpret_cast<const bf16*>(scale.data)[i]);
   float v;
@@ -114,6 +167,17 @@ void WeightLoader::read_row(const TensorInfo& t, int64_t row, int64_t col_begin,
       }
       return;
     }
+    case StorageType::I8: {  // FP4 e2m1 codes, two per byte, a scale per 32 values
+      const TensorInfo& scale = fp4_scales(t);
+      const uint8_t* codes = t.data + static_cast<size_t>(row * t.shape[1]);
+      for (int64_t c = col_begin; c < col_begin + cols; ++c) {
+        const float value =
+            kernels::code_value(kernels::WeightType::MXFP4, kernels::nibble(codes, c));
+        out[c - col_begin] = value * scale_at(scale, row, c / kFp4Group);
+      }
+      return;
+    }
+    case StorageType::F8_E8M0:
     case StorageType::I64:
       break;
   }
@@ -183,17 +247,22 @@ bool quantizable(WeightKind kind) {
 
 kernels::Weight WeightLoader::new_weight(const std::string& name, int64_t rows, int64_t cols,
                                          WeightKind kind) const {
+  const StorageType stored = packed_int4(name) ? StorageType::I32 : checkpoint_.get(name).type;
+  const bool stored_fp4 = stored == StorageType::I8;
   const bool stored_quantized =
-      packed_int4(name) || checkpoint_.get(name).type == StorageType::F8_E4M3;
-  const kernels::WeightType type =
-      held_type(format_, kind, quantized_checkpoint_, stored_quantized);
+      stored_fp4 || stored == StorageType::I32 || stored == StorageType::F8_E4M3;
+  kernels::WeightType type = held_type(format_, kind, quantized_checkpoint_, stored_quantized);
+  // A checkpoint's FP4 weight stays FP4 where its format is the checkpoint's own (FP8 for the
+  // rest): widening it to FP8 blocks would double its memory for no accuracy.
+  if (stored_fp4 && type == kernels::WeightType::FP8) type = kernels::WeightType::MXFP4;
   return kernels::Weight(type, rows, cols, format_.dtype);
 }
 
 void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t cols, const Block& b,
                               kernels::Weight& dst, int64_t dst_row) const {
   const bool packed = packed_int4(name);
-  const TensorInfo& t = packed ? checked_packed(name, rows, cols) : checked(name, {rows, cols});
+  const TensorInfo& t =
+      packed ? checked_packed(name, rows, cols) : checked_matrix(name, rows, cols);
   if (b.row_begin < 0 || b.row_begin + b.rows > rows || b.col_begin < 0 ||
       b.col_begin + b.cols > cols || b.cols != dst.cols() || dst_row + b.rows > dst.rows()) {
     fail("internal: block [{}+{}, {}+{}] of '{}' does not fit", b.row_begin, b.rows, b.col_begin,
@@ -214,7 +283,9 @@ void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t col
     case kernels::WeightType::INT4:
     case kernels::WeightType::MXFP4:
       if (packed && dst.type() == kernels::WeightType::INT4 && format_.group_size == int4_group_) {
-        copy_packed_int4(t, b, dst, dst_row);
+        copy_stored_4bit(t, packed_scales(t), int4_group_, b, dst, dst_row);
+      } else if (t.type == StorageType::I8 && dst.type() == kernels::WeightType::MXFP4) {
+        copy_stored_4bit(t, fp4_scales(t), kFp4Group, b, dst, dst_row);
       } else {
         copy_4bit(t, b, dst, dst_row);
       }
@@ -426,15 +497,14 @@ const TensorInfo& WeightLoader::packed_scales(const TensorInfo& packed) const {
   return scale;
 }
 
-// A packed int4 block kept as stored: its codes copied, its scales widened to float32. The
-// block must start at a group boundary (as copy_4bit requires of every 4-bit weight).
-void WeightLoader::copy_packed_int4(const TensorInfo& t, const Block& b, kernels::Weight& dst,
-                                    int64_t dst_row) const {
-  const int64_t group = int4_group_;
-  const TensorInfo& scale = packed_scales(t);
+// A 4-bit block kept as stored (compressed-tensors' packed int4, or an FP4 tensor into MXFP4):
+// its codes copied, its scales widened to float32. The block must start at a group boundary
+// (as copy_4bit requires of every 4-bit weight).
+void WeightLoader::copy_stored_4bit(const TensorInfo& t, const TensorInfo& scale, int64_t group,
+                                    const Block& b, kernels::Weight& dst, int64_t dst_row) const {
   const size_t first_scale = add_group_scales(t, b, group, dst);
   kernels::BlockScales& s = dst.scales();
-  const int64_t stored_row_bytes = t.shape[1] * 4;
+  const int64_t stored_row_bytes = values_per_row(t) / 2;
   on_row_ranges(b, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
       const int64_t out_row = dst_row + r, row = b.row_begin + r;
@@ -449,13 +519,11 @@ void WeightLoader::copy_packed_int4(const TensorInfo& t, const Block& b, kernels
   });
 }
 
-namespace {
-
 // A group's scale and codes, round to nearest. INT4 as llama.cpp's Q4_0: the value of largest
 // magnitude maps to -8 exactly (scale = it / -8, so the scale may be negative), the others to
 // [-8, 7]: all 16 levels used. MXFP4 as the OCP MX spec: scale 2^(floor(log2 amax) - 2) (2 =
 // e2m1's largest exponent), values clamped to ±6.
-float group_scale(kernels::WeightType type, const float* v, int64_t n) {
+float four_bit_group_scale(kernels::WeightType type, const float* v, int64_t n) {
   float extreme = 0.0f;
   for (int64_t c = 0; c < n; ++c)
     if (std::fabs(v[c]) > std::fabs(extreme)) extreme = v[c];
@@ -481,8 +549,6 @@ uint8_t four_bit_code(kernels::WeightType type, float v, float scale) {
   return static_cast<uint8_t>((std::signbit(x) && code != 0 ? 0x8 : 0) | code);
 }
 
-}  // namespace
-
 // Groups of group_size columns of each row, counted from the tensor's column 0 (so every
 // layout holds the same values; a shard must therefore start at a group boundary), one scale
 // per group, codes packed two per byte.
@@ -502,7 +568,7 @@ void WeightLoader::copy_4bit(const TensorInfo& t, const Block& b, kernels::Weigh
       std::fill(codes, codes + dst.code_row_bytes(), uint8_t{0});
       for (int64_t j = 0; j < s.col_blocks; ++j) {
         const int64_t begin = j * group, n = std::min(group, b.cols - begin);
-        const float scale = group_scale(dst.type(), row.data() + begin, n);
+        const float scale = four_bit_group_scale(dst.type(), row.data() + begin, n);
         s.scales[slot + static_cast<size_t>(j)] = scale;
         for (int64_t c = begin; c < begin + n; ++c) {
           const uint8_t code = four_bit_code(dst.type(), row[static_cast<size_t>(c)], scale);

@@ -62,6 +62,11 @@ kernels::WeightType held_type(const WeightFormat& format, WeightKind kind,
 // among them, stay as stored: held_type.) --quantize-lm-head overrides this for lm_head.
 bool quantizable(WeightKind kind);
 
+// A 4-bit group's scale, and a value's code under it (round to nearest). INT4 as llama.cpp's
+// Q4_0; MXFP4 as the OCP MX spec: scale 2^(floor(log2 amax) - 2), e2m1 codes clamped to ±6.
+float four_bit_group_scale(kernels::WeightType type, const float* v, int64_t n);
+uint8_t four_bit_code(kernels::WeightType type, float v, float scale);
+
 class WeightLoader {
  public:
   // format must be resolved (resolve_weight_format); cfg: the checkpoint's config (FP8 blocks,
@@ -71,6 +76,12 @@ class WeightLoader {
         format_(format),
         quantized_checkpoint_(cfg.quantized_checkpoint()),
         int4_group_(cfg.int4_group_size) {}
+  // For a family with its own config: whether its checkpoint stores quantized weights.
+  WeightLoader(const Checkpoint& checkpoint, const WeightFormat& format, bool quantized_checkpoint)
+      : checkpoint_(checkpoint),
+        format_(format),
+        quantized_checkpoint_(quantized_checkpoint),
+        int4_group_(0) {}
 
   kernels::WeightType dtype() const { return format_.dtype; }
 
@@ -93,13 +104,16 @@ class WeightLoader {
 
  private:
   const TensorInfo& checked(const std::string& name, std::vector<int64_t> shape) const;
+  const TensorInfo& checked_matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  const TensorInfo& scale_tensor(const TensorInfo& t, const std::vector<int64_t>& shape) const;
+  const TensorInfo& fp4_scales(const TensorInfo& t) const;
   // compressed-tensors stores a module's int4 weight as <module>.weight_packed (int32, 8 codes
   // each), .weight_scale and .weight_shape instead of <module>.weight.
   bool packed_int4(const std::string& name) const;
   const TensorInfo& checked_packed(const std::string& name, int64_t rows, int64_t cols) const;
   const TensorInfo& packed_scales(const TensorInfo& packed) const;
-  void copy_packed_int4(const TensorInfo& t, const Block& b, kernels::Weight& dst,
-                        int64_t dst_row) const;
+  void copy_stored_4bit(const TensorInfo& t, const TensorInfo& scale, int64_t group, const Block& b,
+                        kernels::Weight& dst, int64_t dst_row) const;
   const TensorInfo& block_scales(const TensorInfo& t) const;
   void read_row(const TensorInfo& t, int64_t row, int64_t col_begin, int64_t cols,
                 float* out) const;

@@ -64,10 +64,10 @@ CommandResult run_mlaserve(const std::string& args, const std::filesystem::path&
 
 nlohmann::json run_float64_reference(const std::filesystem::path& model_dir,
                                      const nlohmann::json& input, int max_new_tokens,
-                                     const TempDir& tmp) {
+                                     const TempDir& tmp, const std::string& script) {
   write_json(tmp / "reference_in.json", input);
   const auto ref = run_command(
-      "python3 tests/reference/deepseek_reference.py --model " + model_dir.string() + " --input " +
+      "python3 tests/reference/" + script + " --model " + model_dir.string() + " --input " +
       (tmp / "reference_in.json").string() + " --output " + (tmp / "reference_out.json").string() +
       " --max-new-tokens " + std::to_string(max_new_tokens));
   EXPECT_EQ(ref.exit_code, 0) << ref.output;

@@ -34,12 +34,14 @@ void expect_fails_fast(const std::string& command, double seconds,
 nlohmann::json run_eval(const std::filesystem::path& model_dir, const nlohmann::json& input,
                         const std::string& flags, const TempDir& tmp, int max_new_tokens);
 
-// Runs the float64 numpy forward (tests/reference/deepseek_reference.py) on the model in
-// `model_dir` for `input` ({"prompts": [{"ids": [...]}, ...]}) with greedy continuations of
-// `max_new_tokens`; returns its output JSON, or an empty object after a failed expectation.
+// Runs a float64 numpy forward (tests/reference/`script`: DeepSeek-V2/V3/V3.2's by default,
+// deepseek_v4_reference.py for V4) on the model in `model_dir` for `input`
+// ({"prompts": [{"ids": [...]}, ...]}) with greedy continuations of `max_new_tokens`; returns
+// its output JSON, or an empty object after a failed expectation.
 nlohmann::json run_float64_reference(const std::filesystem::path& model_dir,
                                      const nlohmann::json& input, int max_new_tokens,
-                                     const TempDir& tmp);
+                                     const TempDir& tmp,
+                                     const std::string& script = "deepseek_reference.py");
 
 // Runs `mlaserve <args>` with its stdout into `stdout_file`; the result's output is stderr.
 CommandResult run_mlaserve(const std::string& args, const std::filesystem::path& stdout_file);

@@ -1,0 +1,163 @@
+// DeepSeek-V4's hybrid attention for one layer: MQA over the query's window of raw rows and
+// the compressed entries it may see, with a per-head sink in the softmax denominator.
+// Shapes: n new tokens at positions [first, first + n), nh heads of d, rows of d.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "models/deepseek_v4/compressor.h"
+#include "models/deepseek_v4/model.h"
+
+namespace mlaserve::models::deepseek_v4 {
+
+namespace {
+
+// The rows a query attends: pointers to d floats each.
+using Rows = std::vector<const float*>;
+
+// o [d] = Σ_j p_j row_j with p = softmax over (q · row_j · scale) and the sink's logit (value 0).
+void attend(const float* q, const Rows& rows, int64_t d, float scale, float sink, float* o) {
+  std::vector<float> logits(rows.size() + 1);
+  for (size_t j = 0; j < rows.size(); ++j) {
+    float dot = 0.0f;
+    for (int64_t k = 0; k < d; ++k) dot += q[k] * rows[j][k];
+    logits[j] = dot * scale;
+  }
+  logits.back() = sink;
+  kernels::softmax(logits.data(), static_cast<int64_t>(logits.size()));
+  std::fill(o, o + d, 0.0f);
+  for (size_t j = 0; j < rows.size(); ++j)
+    for (int64_t k = 0; k < d; ++k) o[k] += logits[j] * rows[j][k];
+}
+
+// The lightning indexer's choice for a query: the min(topk, visible) entries of highest
+// score Σ_h w_h · relu(q_h · key_e), ties to the earlier entry.
+std::vector<int64_t> select_entries(const float* q, const float* weights, const float* keys,
+                                    int64_t visible, int64_t heads, int64_t dim, int64_t topk) {
+  std::vector<float> score(static_cast<size_t>(visible), 0.0f);
+  for (int64_t e = 0; e < visible; ++e) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float dot = 0.0f;
+      for (int64_t k = 0; k < dim; ++k) dot += q[h * dim + k] * keys[e * dim + k];
+      score[static_cast<size_t>(e)] += weights[h] * std::max(dot, 0.0f);
+    }
+  }
+  std::vector<int64_t> order(static_cast<size_t>(visible));
+  std::iota(order.begin(), order.end(), 0);
+  const auto k = std::min(topk, visible);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+    const float sa = score[static_cast<size_t>(a)], sb = score[static_cast<size_t>(b)];
+    return sa > sb || (sa == sb && a < b);
+  });
+  order.resize(static_cast<size_t>(k));
+  return order;
+}
+
+}  // namespace
+
+void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const float* x,
+                                std::span<const SequenceRows> seqs, int64_t n, float* out) const {
+  const AttentionWeights& w = lw.attn;
+  const int64_t nh = cfg_.num_attention_heads, d = cfg_.head_dim, ql = cfg_.q_lora_rank;
+  const auto eps = static_cast<float>(cfg_.rms_norm_eps);
+  const Rope& rope = layer_rope(layer);
+
+  // q: [n, nh, d] from the q latent, each head RMS-normalised (no weight), RoPE on its last dims.
+  std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * nh * d));
+  kernels::matmul(x, n, w.wq_a, qr.data());
+  kernels::rms_norm(qr.data(), w.q_norm.data(), n, ql, eps, qr.data());
+  kernels::matmul(qr.data(), n, w.wq_b, q.data());
+  const std::vector<float> unit(static_cast<size_t>(d), 1.0f);
+  kernels::rms_norm(q.data(), unit.data(), n * nh, d, eps, q.data());
+  // kv: [n, d], one row per token, key and value of every head.
+  std::vector<float> kv(static_cast<size_t>(n * d));
+  kernels::matmul(x, n, w.wkv, kv.data());
+  kernels::rms_norm(kv.data(), w.kv_norm.data(), n, d, eps, kv.data());
+  std::vector<float> o(static_cast<size_t>(n * nh * d));
+  for (const SequenceRows& s : seqs) {
+    for (int64_t t = s.row; t < s.row + s.n; ++t) {
+      const int64_t pos = s.first + t - s.row;
+      for (int64_t h = 0; h < nh; ++h) rope.apply(q.data() + (t * nh + h) * d, d, pos);
+      rope.apply(kv.data() + t * d, d, pos);
+    }
+    attend_sequence(w, layer, s, x, qr.data(), q.data(), kv.data(), o.data());
+  }
+
+  // Grouped low-rank output: z_g = wo_a[g] · o_g for each group of heads, out = wo_b · z.
+  const int64_t groups = cfg_.o_groups, group_in = nh * d / groups, rank = cfg_.o_lora_rank;
+  std::vector<float> og(static_cast<size_t>(n * group_in)), zg(static_cast<size_t>(n * rank));
+  std::vector<float> z(static_cast<size_t>(n * groups * rank));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(o.data() + t * nh * d + g * group_in, group_in, og.data() + t * group_in);
+    kernels::matmul(og.data(), n, w.wo_a[static_cast<size_t>(g)], zg.data());
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(zg.data() + t * rank, rank, z.data() + (t * groups + g) * rank);
+  }
+  kernels::matmul(z.data(), n, w.wo_b, out);
+}
+
+void DeepseekV4Model::attend_sequence(const AttentionWeights& w, int64_t layer,
+                                      const SequenceRows& s, const float* x, const float* qr,
+                                      const float* q, const float* kv, float* o) const {
+  const int64_t nh = cfg_.num_attention_heads, d = cfg_.head_dim, W = cfg_.sliding_window;
+  const auto eps = static_cast<float>(cfg_.rms_norm_eps);
+  const LayerKind kind = cfg_.layer_kind(layer);
+  const Rope& rope = layer_rope(layer);
+  LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
+  x += s.row * cfg_.hidden_size;
+  qr += s.row * cfg_.q_lora_rank;
+  q += s.row * nh * d;
+  kv += s.row * d;
+  o += s.row * nh * d;
+  // The raw row of a position the sequence's queries may see: a new one, or the ring's
+  // (positions from first - W + 1 on, which the new rows overwrite only after every query has
+  // read them).
+  auto raw_row = [&](int64_t pos) -> const float* {
+    return pos >= s.first ? kv + (pos - s.first) * d : cache.window.data() + (pos % W) * d;
+  };
+  if (w.compressor)
+    compress(*w.compressor, rope, eps, x, s.n, s.first, cache.kv_state, cache.entries);
+  std::vector<float> index_q, index_w;
+  const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
+  if (w.indexer) {
+    compress(w.indexer->compressor, rope, eps, x, s.n, s.first, cache.index_state,
+             cache.index_keys);
+    index_q.resize(static_cast<size_t>(s.n * ih * id));
+    index_w.resize(static_cast<size_t>(s.n * ih));
+    kernels::matmul(qr, s.n, w.indexer->wq_b, index_q.data());
+    kernels::matmul(x, s.n, w.indexer->weights_proj, index_w.data());
+    const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
+    for (float& v : index_w) v *= scale;
+    for (int64_t r = 0; r < s.n * ih; ++r)
+      rope.apply(index_q.data() + r * id, id, s.first + r / ih);
+  }
+
+  // Each query's rows, then attention per head; outputs de-rotated at the query's position.
+  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  Rows rows;
+  for (int64_t t = 0; t < s.n; ++t) {
+    const int64_t pos = s.first + t;
+    rows.clear();
+    for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p) rows.push_back(raw_row(p));
+    if (kind != LayerKind::Window) {
+      const int64_t visible = (pos + 1) / cfg_.compress_ratio(layer);
+      if (kind == LayerKind::Hca) {
+        for (int64_t e = 0; e < visible; ++e) rows.push_back(cache.entries.data() + e * d);
+      } else {
+        for (int64_t e : select_entries(index_q.data() + t * ih * id, index_w.data() + t * ih,
+                                        cache.index_keys.data(), visible, ih, id, cfg_.index_topk))
+          rows.push_back(cache.entries.data() + e * d);
+      }
+    }
+    for (int64_t h = 0; h < nh; ++h) {
+      float* oh = o + (t * nh + h) * d;
+      attend(q + (t * nh + h) * d, rows, d, scale, w.sink[static_cast<size_t>(h)], oh);
+      rope.apply(oh, d, pos, true);
+    }
+  }
+  for (int64_t t = 0; t < s.n; ++t)
+    std::copy(kv + t * d, kv + (t + 1) * d, cache.window.data() + ((s.first + t) % W) * d);
+}
+
+}  // namespace mlaserve::models::deepseek_v4

@@ -1,0 +1,20 @@
+// DeepSeek-V4's KV compressor: entry e of a layer summarises the window of positions
+// [e·r, e·r + r) by a softmax-gated sum per dim (with overlap, the previous window's tokens are
+// candidates too, through the first half of the projections), then RMSNorm and RoPE at e·r.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/deepseek_v4/rope.h"
+#include "models/deepseek_v4/sequence_cache.h"
+#include "models/deepseek_v4/weights.h"
+
+namespace mlaserve::models::deepseek_v4 {
+
+// Feeds the rows x [n, H] of positions [first, first + n), the tokens after those `state` has
+// seen, and appends every entry they complete to `entries` ([*, D]).
+void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* x, int64_t n,
+              int64_t first, CompressorState& state, std::vector<float>& entries);
+
+}  // namespace mlaserve::models::deepseek_v4

@@ -1,0 +1,292 @@
+// DeepSeek-V4: the config's checks, the hyper-connections' Sinkhorn, and the forward against the
+// independent float64 reference (tests/reference/deepseek_v4_reference.py) on random models of
+// every layer kind (window-only, CSA, HCA), hash and score routing, FP8 blocks and FP4 experts,
+// with prompts long enough that windows, compressed entries and the indexer's top-k all matter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <numeric>
+
+#include "model/safetensors.h"
+#include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/hyper_connections.h"
+#include "models/deepseek_v4/model.h"
+#include "models/deepseek_v4/random_model.h"
+#include "support/command.h"
+#include "support/files.h"
+
+namespace mlaserve::models::deepseek_v4 {
+namespace {
+
+using nlohmann::json;
+
+json tiny_config() {
+  std::ifstream in("tests/data/configs/v4-tiny.json");
+  return json::parse(in);
+}
+
+// tiny_config() as DeepSeek ships V4: FP8 blocks with E8M0 scales, FP4 experts.
+json as_released(json c) {
+  c["quantization_config"] = {{"quant_method", "fp8"},
+                              {"fmt", "e4m3"},
+                              {"scale_fmt", "ue8m0"},
+                              {"weight_block_size", {128, 128}}};
+  c["expert_dtype"] = "fp4";
+  return c;
+}
+
+std::string config_error(const json& c) {
+  try {
+    V4Config::from_json(c, "config.json");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(V4Config, ReadsTheTinyModel) {
+  const V4Config c = V4Config::from_json(tiny_config(), "config.json");
+  EXPECT_EQ(c.layer_kind(0), LayerKind::Window);
+  EXPECT_EQ(c.layer_kind(1), LayerKind::Csa);
+  EXPECT_EQ(c.layer_kind(2), LayerKind::Hca);
+  EXPECT_TRUE(c.hash_routed(0));
+  EXPECT_FALSE(c.hash_routed(1));
+  EXPECT_EQ(c.router.scoring, kernels::RouterScoring::SqrtSoftplus);
+}
+
+TEST(V4Config, RejectsRatiosOtherThanTheThreeKinds) {
+  json c = tiny_config();
+  c["compress_ratios"] = {0, 4, 64, 4};
+  {
+    const std::string e = config_error(c);
+    EXPECT_NE(e.find("compress_ratios[2] is 64"), std::string::npos) << e;
+  }
+}
+
+TEST(V4Config, RejectsRatiosThatDisagreeWithTheLayers) {
+  json c = tiny_config();
+  c["compress_ratios"] = {0, 4, 128};
+  const std::string e = config_error(c);
+  EXPECT_NE(e.find("lists 3 ratios for 4 layers"), std::string::npos) << e;
+  // The release lists the MTP block's ratio too.
+  c["compress_ratios"] = {0, 4, 128, 4, 0};
+  c["num_nextn_predict_layers"] = 1;
+  EXPECT_EQ(config_error(c), "");
+}
+
+TEST(V4Config, NeedsTheIndexerForCsaLayers) {
+  json c = tiny_config();
+  c.erase("index_topk");
+  EXPECT_NE(config_error(c).find("index_topk"), std::string::npos);
+  c["compress_ratios"] = {0, 128, 128, 0};  // no CSA layer: no indexer needed
+  EXPECT_EQ(config_error(c), "");
+}
+
+TEST(V4Config, RejectsAnotherExpertFormat) {
+  json c = tiny_config();
+  c["expert_dtype"] = "int4";
+  EXPECT_NE(config_error(c).find("expert_dtype 'int4' is not supported"), std::string::npos);
+}
+
+// KV per token as DeepSeek-V4-Flash's layout implies it, in bf16: CSA (512 + 128) / 4 values =
+// 320 B, HCA 512 / 128 = 8 B, window-only layers none beyond their fixed window.
+TEST(V4Config, KvPerTokenOfV4Flash) {
+  std::ifstream in("tests/data/configs/deepseek-v4-flash/config.json");
+  const V4Config c = V4Config::from_json(json::parse(in), "deepseek-v4-flash");
+  int64_t csa = 0, hca = 0, window = 0;
+  double bytes = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerKind kind = c.layer_kind(l);
+    csa += kind == LayerKind::Csa;
+    hca += kind == LayerKind::Hca;
+    window += kind == LayerKind::Window;
+    const double b = 2 * c.kv_values_per_token(l);
+    EXPECT_EQ(b, kind == LayerKind::Csa ? 320.0 : kind == LayerKind::Hca ? 8.0 : 0.0) << l;
+    bytes += b;
+  }
+  EXPECT_EQ(csa, 21);
+  EXPECT_EQ(hca, 20);
+  EXPECT_EQ(window, 2);
+  EXPECT_EQ(bytes, 21 * 320.0 + 20 * 8.0);       // 6.7 KiB per token, where V3's MLA keeps 70 KiB
+  EXPECT_EQ(2 * c.window_values(), 128 * 1024);  // each layer's window: 128 rows of 1 KiB
+}
+
+TEST(HyperConnections, SinkhornMakesTheMixDoublyStochastic) {
+  std::vector<float> m = {3.0f, -1.0f, 0.5f, 2.0f, 0.0f, 1.0f, -2.0f, 0.3f,
+                          1.5f, 0.2f,  0.1f, -1.f, 4.0f, 0.7f, 0.0f,  -0.5f};
+  sinkhorn(m.data(), 4, 20, 1e-6f);
+  for (int i = 0; i < 4; ++i) {
+    float row = 0, column = 0;
+    for (int j = 0; j < 4; ++j) {
+      row += m[static_cast<size_t>(i * 4 + j)];
+      column += m[static_cast<size_t>(j * 4 + i)];
+      EXPECT_GT(m[static_cast<size_t>(i * 4 + j)], 0.0f);
+    }
+    EXPECT_NEAR(row, 1.0f, 1e-3f);
+    EXPECT_NEAR(column, 1.0f, 1e-5f);  // the last step normalises columns
+  }
+}
+
+std::vector<int32_t> prompt(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  uint64_t s = seed;
+  for (auto& id : ids) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(vocab - 2)) + 2;
+  }
+  return ids;
+}
+
+double relative_l2(const float* got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+class V4Forward : public ::testing::Test {
+ protected:
+  // A random model of tiny_config() in `format` (released: FP8 + FP4 experts; else bf16).
+  std::filesystem::path make(bool released) {
+    const auto dir = tmp_ / (released ? "released" : "bf16");
+    write_random_model(released ? as_released(tiny_config()) : tiny_config(), dir, 1);
+    return dir;
+  }
+  testing::TempDir tmp_;
+};
+
+// Prompts of 1, 37 and 200 tokens: the window (8) slides, CSA selects 4 of up to 50 entries,
+// HCA's first entry appears at position 127.
+TEST_F(V4Forward, MatchesTheFloat64Reference) {
+  for (const bool released : {true, false}) {
+    const auto dir = make(released);
+    const DeepseekV4Model model(dir, model::WeightFormat(kernels::WeightType::F32));
+    json input = {{"prompts", json::array()}};
+    std::vector<std::vector<int32_t>> prompts;
+    for (const int64_t n : {1, 37, 200}) {
+      prompts.push_back(prompt(n, model.config().vocab_size, static_cast<uint64_t>(n)));
+      input["prompts"].push_back({{"ids", prompts.back()}});
+    }
+    const json ref =
+        testing::run_float64_reference(dir, input, 0, tmp_, "deepseek_v4_reference.py");
+    ASSERT_FALSE(ref.empty());
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      SequenceCache cache = model.new_cache();
+      const std::vector<float> logits = model.forward(prompts[p], cache);
+      const auto want = ref["prompts"][p]["last_logits"].get<std::vector<double>>();
+      const float* last = logits.data() + logits.size() - want.size();
+      EXPECT_LT(relative_l2(last, want), 1e-4)
+          << (released ? "released" : "bf16") << " model, prompt of " << prompts[p].size();
+    }
+  }
+}
+
+// Decoding a token at a time, or in chunks, gives the logits of prefilling the whole text: the
+// compressors' unfinished windows and the window ring carry over exactly.
+TEST_F(V4Forward, DecodeAndChunksEqualPrefill) {
+  const DeepseekV4Model model(make(true), model::WeightFormat(kernels::WeightType::F32));
+  const std::vector<int32_t> ids = prompt(140, model.config().vocab_size, 5);
+  const int64_t V = model.config().vocab_size;
+  SequenceCache whole = model.new_cache();
+  const std::vector<float> want = model.forward(ids, whole);
+  for (const size_t chunk : {size_t{1}, size_t{13}}) {
+    SequenceCache cache = model.new_cache();
+    std::vector<float> got;
+    for (size_t begin = 0; begin < ids.size(); begin += chunk) {
+      const std::vector<int32_t> part(
+          ids.begin() + static_cast<int64_t>(begin),
+          ids.begin() + static_cast<int64_t>(std::min(ids.size(), begin + chunk)));
+      const std::vector<float> l = model.forward(part, cache);
+      got.insert(got.end(), l.begin(), l.end());
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const std::vector<double> row(want.begin() + static_cast<int64_t>(t) * V,
+                                    want.begin() + static_cast<int64_t>(t + 1) * V);
+      EXPECT_LT(relative_l2(got.data() + t * static_cast<size_t>(V), row), 1e-5)
+          << "chunks of " << chunk << ", position " << t;
+    }
+  }
+}
+
+// A step of several sequences (a decode, a chunk after a cached prefix, a first prefill) gives
+// each the logits it gets alone: the batch shares the linear layers and the MoE, never a row of
+// attention state.
+TEST_F(V4Forward, ABatchOfSequencesEqualsEachAlone) {
+  const DeepseekV4Model model(make(true), model::WeightFormat(kernels::WeightType::F32));
+  const int64_t V = model.config().vocab_size;
+  const std::vector<int32_t> a = prompt(60, V, 11), b = prompt(150, V, 12), c = prompt(9, V, 13);
+  // Alone: each sequence's prefix, then its step's tokens.
+  struct Case {
+    const std::vector<int32_t>* ids;
+    size_t cached;
+  };
+  const std::vector<Case> cases = {{&a, 59}, {&b, 130}, {&c, 0}};
+  std::vector<std::vector<float>> alone;
+  std::vector<SequenceCache> caches;
+  for (const Case& k : cases) {
+    SequenceCache cache = model.new_cache();
+    if (k.cached > 0)
+      model.forward({k.ids->begin(), k.ids->begin() + static_cast<int64_t>(k.cached)}, cache);
+    caches.push_back(cache);  // a copy: the batched run starts from the same state
+    alone.push_back(
+        model.forward({k.ids->begin() + static_cast<int64_t>(k.cached), k.ids->end()}, cache));
+  }
+  std::vector<SequenceInput> step;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& ids = *cases[i].ids;
+    step.push_back({std::span(ids).subspan(cases[i].cached), &caches[i]});
+  }
+  const std::vector<float> batched = model.forward(step);
+  size_t row = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (size_t t = 0; t < alone[i].size() / static_cast<size_t>(V); ++t, ++row) {
+      const std::vector<double> want(alone[i].begin() + static_cast<int64_t>(t) * V,
+                                     alone[i].begin() + static_cast<int64_t>(t + 1) * V);
+      EXPECT_LT(relative_l2(batched.data() + row * static_cast<size_t>(V), want), 1e-5)
+          << "sequence " << i << ", new token " << t;
+    }
+  }
+  EXPECT_EQ(row * static_cast<size_t>(V), batched.size());
+}
+
+// A checkpoint missing a tensor the config implies, or with a scale of the wrong shape, is a
+// load error that names it.
+TEST_F(V4Forward, LoadErrorsNameTheTensor) {
+  const auto dir = make(true);
+  auto rewrite = [&](const std::string& drop, const std::string& reshape) {
+    const model::Checkpoint ckpt = model::Checkpoint::open(dir);
+    std::vector<model::TensorToWrite> kept;
+    const model::SafetensorsFile file(dir / "model.safetensors");
+    for (const auto& [name, t] : file.tensors()) {
+      if (name == drop) continue;
+      model::TensorToWrite w{name, t.type, t.shape,
+                             std::vector<uint8_t>(t.data, t.data + t.nbytes)};
+      if (name == reshape) w.shape = {w.shape[0] * w.shape[1]};
+      kept.push_back(std::move(w));
+    }
+    const auto out = tmp_ / ("broken-" + drop + reshape);
+    std::filesystem::create_directories(out);
+    std::filesystem::copy_file(dir / "config.json", out / "config.json");
+    model::write_safetensors(out / "model.safetensors", kept);
+    try {
+      DeepseekV4Model broken(out, model::WeightFormat(kernels::WeightType::F32));
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const std::string name :
+       {"layers.1.attn.compressor.wgate.weight", "layers.1.attn.indexer.weights_proj.weight",
+        "layers.0.ffn.gate.tid2eid"}) {
+    EXPECT_NE(rewrite(name, "").find(name), std::string::npos) << name;
+  }
+  const std::string scale = "layers.2.attn.wq_a.scale";
+  EXPECT_NE(rewrite("", scale).find(scale), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mlaserve::models::deepseek_v4

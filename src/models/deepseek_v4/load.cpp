@@ -1,0 +1,169 @@
+#include "models/deepseek_v4/load.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace mlaserve::models::deepseek_v4 {
+
+using kernels::Weight;
+using model::WeightKind;
+
+namespace {
+
+class Reader {
+ public:
+  Reader(const model::Checkpoint& ckpt, const model::WeightFormat& format, const V4Config& cfg)
+      : ckpt_(ckpt), loader_(ckpt, format, cfg.fp8_block_quantized), cfg_(cfg) {}
+
+  // A linear layer's [rows, cols] weight, rows [row_begin, row_begin + n) of it when n > 0.
+  Weight linear(const std::string& name, int64_t rows, int64_t cols, WeightKind kind,
+                int64_t row_begin = 0, int64_t n = 0) const {
+    const int64_t held = n > 0 ? n : rows;
+    Weight w = loader_.new_weight(name, held, cols, kind);
+    loader_.copy_block(name, rows, cols, {row_begin, held, 0, cols}, w, 0);
+    kernels::prepare(w);
+    return w;
+  }
+  // Float32 parameters: norms, biases, hyper-connection and sink parameters, ape.
+  std::vector<float> values(const std::string& name, int64_t n) const {
+    return loader_.vector(name, n);
+  }
+  Weight f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    Weight w = loader_.matrix_f32(name, rows, cols);
+    kernels::prepare(w);
+    return w;
+  }
+  std::vector<float> matrix_values(const std::string& name, int64_t rows, int64_t cols) const {
+    const Weight w = loader_.matrix_f32(name, rows, cols);
+    return {w.f32(), w.f32() + rows * cols};
+  }
+  // tid2eid: I64 (as released) or I32 [V, top_k], every id an expert.
+  std::vector<int32_t> expert_table(const std::string& name) const {
+    const model::TensorInfo& t = ckpt_.get(name);
+    const std::vector<int64_t> shape = {cfg_.vocab_size, cfg_.router.top_k};
+    const bool wide = t.type == model::StorageType::I64;
+    if (t.shape != shape || (!wide && t.type != model::StorageType::I32)) {
+      fail("{}: '{}' must be I64/I32 [{}, {}], got {} [{}]", t.file, name, shape[0], shape[1],
+           model::storage_type_name(t.type), fmt::join(t.shape, ", "));
+    }
+    std::vector<int32_t> ids(static_cast<size_t>(shape[0] * shape[1]));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      int64_t id = 0;
+      if (wide) std::memcpy(&id, t.data + 8 * i, 8);
+      int32_t narrow = 0;
+      if (!wide) std::memcpy(&narrow, t.data + 4 * i, 4);
+      if (!wide) id = narrow;
+      if (id < 0 || id >= cfg_.n_routed_experts)
+        fail("{}: '{}' names expert {} (of {})", t.file, name, id, cfg_.n_routed_experts);
+      ids[i] = static_cast<int32_t>(id);
+    }
+    return ids;
+  }
+
+ private:
+  const model::Checkpoint& ckpt_;
+  model::WeightLoader loader_;
+  const V4Config& cfg_;
+};
+
+HcWeights hc_weights(const Reader& r, const std::string& p, int64_t mixes, int64_t scales,
+                     const V4Config& c) {
+  return {r.f32_matrix(p + "_fn", mixes, c.hc_mult * c.hidden_size), r.values(p + "_base", mixes),
+          r.values(p + "_scale", scales)};
+}
+
+CompressorWeights compressor(const Reader& r, const std::string& p, int64_t ratio, int64_t dim,
+                             const V4Config& c) {
+  CompressorWeights w;
+  w.ratio = ratio;
+  w.dim = dim;
+  w.overlap = ratio == 4;
+  w.wkv = r.linear(p + "wkv.weight", w.width(), c.hidden_size, WeightKind::QkvA);
+  w.wgate = r.linear(p + "wgate.weight", w.width(), c.hidden_size, WeightKind::QkvA);
+  w.ape = r.matrix_values(p + "ape", ratio, w.width());
+  w.norm = r.values(p + "norm.weight", dim);
+  return w;
+}
+
+AttentionWeights attention(const Reader& r, const std::string& p, int64_t layer,
+                           const V4Config& c) {
+  const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim;
+  AttentionWeights w;
+  w.wq_a = r.linear(p + "wq_a.weight", c.q_lora_rank, H, WeightKind::QkvA);
+  w.q_norm = r.values(p + "q_norm.weight", c.q_lora_rank);
+  w.wq_b = r.linear(p + "wq_b.weight", nh * d, c.q_lora_rank, WeightKind::QB);
+  w.wkv = r.linear(p + "wkv.weight", d, H, WeightKind::QkvA);
+  w.kv_norm = r.values(p + "kv_norm.weight", d);
+  w.sink = r.values(p + "attn_sink", nh);
+  const int64_t group_in = nh * d / c.o_groups;
+  for (int64_t g = 0; g < c.o_groups; ++g) {
+    w.wo_a.push_back(r.linear(p + "wo_a.weight", c.o_groups * c.o_lora_rank, group_in,
+                              WeightKind::O, g * c.o_lora_rank, c.o_lora_rank));
+  }
+  w.wo_b = r.linear(p + "wo_b.weight", H, c.o_groups * c.o_lora_rank, WeightKind::O);
+  const int64_t ratio = c.compress_ratio(layer);
+  if (ratio == 0) return w;
+  w.compressor = compressor(r, p + "compressor.", ratio, d, c);
+  if (ratio != 4) return w;
+  const std::string ip = p + "indexer.";
+  w.indexer =
+      IndexerWeights{r.linear(ip + "wq_b.weight", c.index_n_heads * c.index_head_dim, c.q_lora_rank,
+                              WeightKind::Indexer),
+                     r.linear(ip + "weights_proj.weight", c.index_n_heads, H, WeightKind::Indexer),
+                     compressor(r, ip + "compressor.", ratio, c.index_head_dim, c)};
+  return w;
+}
+
+ExpertWeights expert(const Reader& r, const std::string& p, const V4Config& c, bool routed) {
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
+  const WeightKind up = routed ? WeightKind::ExpertGateUp : WeightKind::MlpGateUp;
+  const WeightKind down = routed ? WeightKind::ExpertDown : WeightKind::MlpDown;
+  return {r.linear(p + "w1.weight", I, H, up), r.linear(p + "w3.weight", I, H, up),
+          r.linear(p + "w2.weight", H, I, down)};
+}
+
+MoeWeights moe(const Reader& r, const std::string& p, int64_t layer, const V4Config& c) {
+  MoeWeights w;
+  w.gate = r.f32_matrix(p + "gate.weight", c.n_routed_experts, c.hidden_size);
+  if (c.hash_routed(layer)) {
+    w.tid2eid = r.expert_table(p + "gate.tid2eid");
+  } else {
+    w.bias = r.values(p + "gate.bias", c.n_routed_experts);
+  }
+  for (int64_t e = 0; e < c.n_routed_experts; ++e)
+    w.experts.push_back(expert(r, fmt::format("{}experts.{}.", p, e), c, true));
+  if (c.n_shared_experts > 0) w.shared = expert(r, p + "shared_experts.", c, false);
+  return w;
+}
+
+LayerWeights layer(const Reader& r, int64_t i, const V4Config& c) {
+  const std::string p = fmt::format("layers.{}.", i);
+  LayerWeights w;
+  w.attn_norm = r.values(p + "attn_norm.weight", c.hidden_size);
+  w.ffn_norm = r.values(p + "ffn_norm.weight", c.hidden_size);
+  w.hc_attn = hc_weights(r, p + "hc_attn", c.hc_mix_size(), 3, c);
+  w.hc_ffn = hc_weights(r, p + "hc_ffn", c.hc_mix_size(), 3, c);
+  w.attn = attention(r, p + "attn.", i, c);
+  w.ffn = moe(r, p + "ffn.", i, c);
+  return w;
+}
+
+}  // namespace
+
+V4Weights load_weights(const std::filesystem::path& dir, const V4Config& cfg,
+                       const model::WeightFormat& format) {
+  const model::Checkpoint ckpt = model::Checkpoint::open(dir);
+  const Reader r(ckpt, format, cfg);
+  V4Weights w;
+  w.embed = r.linear("embed.weight", cfg.vocab_size, cfg.hidden_size, WeightKind::Embedding);
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) w.layers.push_back(layer(r, i, cfg));
+  w.hc_head = hc_weights(r, "hc_head", cfg.hc_mult, 1, cfg);
+  w.norm = r.values("norm.weight", cfg.hidden_size);
+  w.head = r.linear("head.weight", cfg.vocab_size, cfg.hidden_size, WeightKind::LmHead);
+  return w;
+}
+
+}  // namespace mlaserve::models::deepseek_v4

@@ -1,0 +1,68 @@
+// DeepSeek-V4 (Flash and Pro): the forward of one sequence over its cache, read top to bottom
+// like DeepSeek's paper and inference code. Each layer:
+//   x, post, comb = hc_pre(X)            4 residual streams -> the sublayer's input [T, H]
+//   X = hc_post(attention(norm(x)), X)   window + compressed entries (CSA / HCA), MQA with sinks
+//   x, post, comb = hc_pre(X)
+//   X = hc_post(moe(norm(x)), X)         sqrt-softplus or hash routing, clamped SwiGLU
+// then logits = head(norm(hc_head(X))).
+// tp = 1 and float32 activations; the server's paged pool, the parallel layouts and the fast
+// attention kernels come next (see docs/DESIGN.md).
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <vector>
+
+#include "model/weight_loader.h"
+#include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/rope.h"
+#include "models/deepseek_v4/sequence_cache.h"
+#include "models/deepseek_v4/weights.h"
+
+namespace mlaserve::models::deepseek_v4 {
+
+// One sequence's part of a step: its new tokens (the positions after cache->n_tokens).
+struct SequenceInput {
+  std::span<const int32_t> tokens;
+  SequenceCache* cache = nullptr;
+};
+
+class DeepseekV4Model {
+ public:
+  // format.quantization Auto keeps the checkpoint's formats (FP8 blocks, FP4 experts).
+  DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format);
+
+  const V4Config& config() const { return cfg_; }
+  SequenceCache new_cache() const;
+
+  // Runs the sequences' new tokens through the model, adding them to their caches; returns
+  // their logits, [all new tokens, vocab] in the order given. The linear layers and the MoE see
+  // every sequence's rows at once; attention reads each sequence's own cache.
+  std::vector<float> forward(std::span<const SequenceInput> seqs) const;
+  std::vector<float> forward(const std::vector<int32_t>& tokens, SequenceCache& cache) const;
+
+ private:
+  // A sequence's rows of the step: [row, row + n) at positions [first, first + n).
+  struct SequenceRows {
+    int64_t row, n, first;
+    SequenceCache* cache;
+  };
+  void attention(const LayerWeights& w, int64_t layer, const float* x,
+                 std::span<const SequenceRows> seqs, int64_t n, float* out) const;
+  // One sequence's attention outputs o [n, nh, d] from its queries q and rows kv ([n, d]).
+  void attend_sequence(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
+                       const float* x, const float* qr, const float* q, const float* kv,
+                       float* o) const;
+  void moe(const MoeWeights& w, int64_t layer, const float* x, const int32_t* tokens, int64_t n,
+           float* out) const;
+
+  const Rope& layer_rope(int64_t layer) const {
+    return cfg_.compress_ratio(layer) == 0 ? window_rope_ : compress_rope_;
+  }
+
+  V4Config cfg_;
+  V4Weights w_;
+  Rope window_rope_, compress_rope_;
+};
+
+}  // namespace mlaserve::models::deepseek_v4
