@@ -31,8 +31,14 @@ python3-yaml; run with the system /usr/bin/python3 if another python lacks numpy
         /tmp/bench-500m /tmp/bench-500m-bf16.gguf
 
 Options: --pre NAME sets tokenizer.ggml.pre (default deepseek-v3); --name sets general.name;
---outtype bf16|q8_0 (default bf16); --whole-kv-b writes ik_llama.cpp's MLA layout (attn_kv_b
+--outtype bf16|q8_0|f32 (default bf16); --whole-kv-b writes ik_llama.cpp's MLA layout (attn_kv_b
 whole, head_count_kv = heads) for its quantizer and llama-bench.
+
+A DeepSeek-V4 directory (model_type deepseek_v4, DeepSeek's released layout: FP8 / FP4 weights
+with E8M0 scales) is converted by hf_to_gguf_v4.py to llama.cpp's `deepseek4` architecture, with
+the same command line; it needs the gguf-py of a llama.cpp with deepseek4 (node-llama-cpp 3.22.1's
+bundle has it). A directory without tokenizer.json (a random test model) gets tokenizer model
+"none", which llama.cpp runs by token ids.
 """
 import argparse
 import json
@@ -59,6 +65,10 @@ _ST_DTYPES = {
     "F64": np.float64,
     "I64": np.int64,
     "I32": np.int32,
+    # DeepSeek-V4's formats, kept as raw bytes: hf_to_gguf_v4.py decodes them
+    "F8_E4M3": np.uint8,
+    "F8_E8M0": np.uint8,
+    "I8": np.int8,
 }
 
 
@@ -102,15 +112,9 @@ class SafetensorsDir:
         self.used.add(name)
         return self.tensors[name]
 
-    def unused(self, n_layer: int) -> list[str]:
-        """Tensors never read, ignoring MTP layers (index >= n_layer), which are skipped on purpose."""
-        left = []
-        for name in self.tensors:
-            m = re.match(r"model\.layers\.(\d+)\.", name)
-            if name in self.used or (m and int(m.group(1)) >= n_layer):
-                continue
-            left.append(name)
-        return sorted(left)
+    def unused(self, skipped) -> list[str]:
+        """Tensors never read, except those skipped(name) says are left out on purpose."""
+        return sorted(n for n in self.tensors if n not in self.used and not skipped(n))
 
 
 def to_bf16_bits(dtype: str, arr: np.ndarray) -> np.ndarray:
@@ -138,6 +142,9 @@ def to_f32(dtype: str, arr: np.ndarray) -> np.ndarray:
 
 
 class Converter:
+    ARCH = gguf.MODEL_ARCH.DEEPSEEK2
+    USE_TEMP_FILE = False
+
     def __init__(self, model_dir: Path, out_path: Path, pre: str, name: str | None,
                  outtype: str = "bf16", whole_kv_b: bool = False):
         self.dir = model_dir
@@ -145,7 +152,8 @@ class Converter:
         self.whole_kv_b = whole_kv_b
         self.cfg = json.loads((model_dir / "config.json").read_text())
         self.st = SafetensorsDir(model_dir)
-        self.writer = gguf.GGUFWriter(str(out_path), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.DEEPSEEK2])
+        self.writer = gguf.GGUFWriter(str(out_path), gguf.MODEL_ARCH_NAMES[self.ARCH],
+                                      use_temp_file=self.USE_TEMP_FILE)
         self.pre = pre
         self.name = name or model_dir.name
         self.n_matrices = 0
@@ -158,6 +166,8 @@ class Converter:
             q8 = gguf.GGMLQuantizationType.Q8_0
             data = gguf.quants.quantize(np.ascontiguousarray(to_f32(dtype, arr)), q8)
             self.writer.add_tensor(gguf_name, data, raw_shape=data.shape, raw_dtype=q8)
+        elif self.outtype == "f32":
+            self.writer.add_tensor(gguf_name, np.ascontiguousarray(to_f32(dtype, arr)))
         else:
             bits = np.ascontiguousarray(to_bf16_bits(dtype, arr))
             self.writer.add_tensor(gguf_name, bits, raw_shape=bits.shape,
@@ -170,6 +180,11 @@ class Converter:
 
     def hf(self, name: str) -> tuple[str, np.ndarray]:
         return self.st.get(name)
+
+    def skipped_source(self, name: str) -> bool:
+        """MTP layers (index >= num_hidden_layers) are not converted."""
+        m = re.match(r"model\.layers\.(\d+)\.", name)
+        return bool(m) and int(m.group(1)) >= self.cfg["num_hidden_layers"]
 
     def add_tensors(self) -> None:
         c = self.cfg
@@ -249,8 +264,8 @@ class Converter:
         c = self.cfg
         w = self.writer
         w.add_name(self.name)
-        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if self.outtype == "q8_0"
-                        else gguf.LlamaFileType.MOSTLY_BF16)
+        w.add_file_type({"q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "bf16": gguf.LlamaFileType.MOSTLY_BF16,
+                         "f32": gguf.LlamaFileType.ALL_F32}[self.outtype])
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
         w.add_block_count(c["num_hidden_layers"])
@@ -329,6 +344,12 @@ class Converter:
     def add_vocab(self) -> None:
         c = self.cfg
         w = self.writer
+        if not (self.dir / "tokenizer.json").exists():
+            # a random test model: llama.cpp runs it by token ids, with vocab_size (written with
+            # the hyper-parameters) dummy tokens
+            print(f"note: no tokenizer.json in {self.dir}; writing tokenizer model 'none'")
+            w.add_tokenizer_model("none")
+            return
         tok = json.loads((self.dir / "tokenizer.json").read_text())
         model = tok["model"]
         if model.get("type") != "BPE":
@@ -398,14 +419,17 @@ class Converter:
         self.add_hparams()
         self.add_vocab()
         self.add_tensors()
-        left = self.st.unused(self.cfg["num_hidden_layers"])
+        left = self.st.unused(self.skipped_source)
         if left:
             raise ValueError(f"{len(left)} tensors were not converted, e.g. {left[:5]}")
         self.writer.write_header_to_file()
         self.writer.write_kv_data_to_file()
         self.writer.write_tensors_to_file()
         self.writer.close()
-        print(f"wrote {out_path}: {self.n_matrices} {self.outtype.upper()} + {self.n_f32} F32 tensors")
+        print(f"wrote {out_path}: {self.summary()}")
+
+    def summary(self) -> str:
+        return f"{self.n_matrices} {self.outtype.upper()} + {self.n_f32} F32 tensors"
 
 
 def main() -> None:
@@ -414,14 +438,25 @@ def main() -> None:
     ap.add_argument("out", type=Path, help="output .gguf path")
     ap.add_argument("--pre", default="deepseek-v3", help="tokenizer.ggml.pre value (default deepseek-v3)")
     ap.add_argument("--name", default=None, help="general.name (default: the model dir's name)")
-    ap.add_argument("--outtype", choices=["bf16", "q8_0"], default="bf16",
-                    help="type of the weight matrices (default bf16)")
+    ap.add_argument("--outtype", choices=["bf16", "q8_0", "f32"], default="bf16",
+                    help="type of the weight matrices (default bf16; V4 q8_0 keeps FP4 experts as MXFP4)")
     ap.add_argument("--whole-kv-b", action="store_true",
                     help="ik_llama.cpp's layout: attn_kv_b whole and head_count_kv = heads, "
                          "instead of llama.cpp's attn_k_b / attn_v_b split and one kv head")
     args = ap.parse_args()
-    Converter(args.model_dir, args.out, args.pre, args.name, args.outtype,
+    converter = Converter
+    if is_v4_dir(args.model_dir):
+        if args.whole_kv_b:
+            sys.exit("--whole-kv-b is for MLA models; DeepSeek-V4 has no kv_b")
+        from hf_to_gguf_v4 import V4Converter  # imports this module: load it only when needed
+        converter = V4Converter
+    converter(args.model_dir, args.out, args.pre, args.name, args.outtype,
               args.whole_kv_b).run(args.out)
+
+
+def is_v4_dir(model_dir: Path) -> bool:
+    cfg = json.loads((model_dir / "config.json").read_text())
+    return cfg.get("model_type") == "deepseek_v4" or "DeepseekV4ForCausalLM" in cfg.get("architectures", [])
 
 
 if __name__ == "__main__":
