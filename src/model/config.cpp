@@ -335,7 +335,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   return cfg;
 }
 
-void ModelConfig::add_generation_config(const json& j, const std::string& origin) {
+void add_generation_eos_ids(const json& j, const std::string& origin,
+                            std::vector<int64_t>& eos_token_ids) {
   if (!j.is_object()) fail("{}: not a JSON object", origin);
   std::vector<int64_t> ids;
   if (!read_eos_ids(j, origin, ids) && j.contains("eos_token_id") && !j["eos_token_id"].is_null())
@@ -344,6 +345,10 @@ void ModelConfig::add_generation_config(const json& j, const std::string& origin
     if (std::find(eos_token_ids.begin(), eos_token_ids.end(), id) == eos_token_ids.end())
       eos_token_ids.push_back(id);
   }
+}
+
+void ModelConfig::add_generation_config(const json& j, const std::string& origin) {
+  add_generation_eos_ids(j, origin, eos_token_ids);
 }
 
 json read_json_file(const std::filesystem::path& path) {

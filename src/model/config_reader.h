@@ -74,6 +74,10 @@ kernels::RouterSpec read_router(const ConfigReader& c, int64_t n_routed_experts)
 bool read_fp8_quantization(const ConfigReader& c, const char* supported);
 // An `eos_token_id` list appended to ids; whether there was one (a single id is the caller's).
 bool read_eos_ids(const nlohmann::json& j, const std::string& origin, std::vector<int64_t>& ids);
+// generation_config.json's end tokens (an id or a list) added to eos_token_ids: they stop
+// generation too, as HF generate, SGLang and vLLM treat them.
+void add_generation_eos_ids(const nlohmann::json& j, const std::string& origin,
+                            std::vector<int64_t>& eos_token_ids);
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
 }  // namespace mlaserve::model

@@ -48,6 +48,34 @@ const char* flop_kind_name(FlopKind kind) {
   return names[static_cast<size_t>(kind)];
 }
 
+std::vector<std::pair<std::string, double>> DeepseekModel::flop_counts() const {
+  std::vector<std::pair<std::string, double>> counts;
+  for (size_t k = 0; k < flops_.size(); ++k)
+    counts.emplace_back(flop_kind_name(static_cast<FlopKind>(k)), flops_[k]);
+  return counts;
+}
+
+std::unique_ptr<KvStore> DeepseekModel::new_kv_store(int64_t capacity_tokens, KvDtype dtype) const {
+  return std::make_unique<LatentKvStore>(kv_layers(), cfg_.kv_cache_dim(), capacity_tokens, dtype,
+                                         cfg_.index_key_dim());
+}
+
+// The store this family made (new_kv_store): its latent pool.
+static cache::LatentKvPool& latent_pool(KvStore& kv) {
+  return static_cast<LatentKvStore&>(kv).pool;
+}
+
+std::vector<float> DeepseekModel::forward(const StepInput& in, KvStore& kv, StepComm& comm,
+                                          std::vector<float>* final_hidden) {
+  return forward(in, latent_pool(kv), comm, final_hidden);
+}
+
+std::vector<float> DeepseekModel::mtp_forward(const StepInput& in, const float* final_hidden,
+                                              KvStore& kv, StepComm& comm,
+                                              std::vector<float>* head_hidden) {
+  return mtp_forward(in, final_hidden, latent_pool(kv), comm, head_hidden);
+}
+
 std::string DeepseekModel::weight_format_description() const {
   const char* dtype = kernels::weight_type_name(format_.dtype);
   // A dense checkpoint's embedding is quantized too; an FP8 checkpoint's stays as stored.
@@ -83,6 +111,8 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
       heads_(owned_range(layout, WeightKind::QB, cfg_.num_attention_heads)),
       embedding_rows_(owned_range(layout, WeightKind::Embedding, cfg_.vocab_size)),
       rope_(cfg_) {
+  info_ = {cfg_.model_type,    cfg_.vocab_size,  cfg_.hidden_size, cfg_.max_position_embeddings,
+           cfg_.eos_token_ids, cfg_.bos_token_id};
   if (with_mtp && cfg_.num_nextn_predict_layers == 0) {
     fail(
         "{}: the model has no multi-token-prediction layer (num_nextn_predict_layers is 0), "

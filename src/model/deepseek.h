@@ -14,6 +14,7 @@
 #include "cache/latent_kv_pool.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/model.h"
 #include "model/rope.h"
 #include "model/sharding.h"
 #include "model/step_comm.h"
@@ -81,27 +82,12 @@ struct MtpWeights {
 // fn(w) for every kernels::Weight of the layer.
 void for_each_weight(LayerWeights& layer, const std::function<void(kernels::Weight&)>& fn);
 
-// One sequence's part of a forward step: its new tokens follow n_cached tokens already in the
-// KV pool; kv_slots lists the pool slots of all n_cached + n_new tokens in order.
-struct SequenceStep {
-  int64_t n_new = 0;
-  int64_t n_cached = 0;
-  std::span<const int32_t> kv_slots;
-};
-
 // A sequence on the absorbed attention path and the row of its first new token in the step.
 // sparse: its queries attend to their selections (StepBuffers::selected), not to every key.
 struct AbsorbedSequence {
   const SequenceStep* step = nullptr;
   int64_t row = 0;
   bool sparse = false;
-};
-
-struct StepInput {
-  std::vector<int32_t> tokens;     // [T] new tokens of all sequences, concatenated
-  std::vector<int32_t> positions;  // [T]
-  std::vector<SequenceStep> seqs;
-  std::vector<int64_t> logit_rows;  // rows of [T] whose logits are wanted
 };
 
 // Buffers of the forward step, kept from step to step: allocating them per step cost a page
@@ -146,7 +132,18 @@ enum class FlopKind {
 };
 const char* flop_kind_name(FlopKind kind);
 
-class DeepseekModel {
+// DeepSeek-V2/V3's KV store: the latent row (and V3.2's index key) of every token slot.
+class LatentKvStore : public KvStore {
+ public:
+  LatentKvStore(int64_t layers, int64_t row_dim, int64_t capacity, KvDtype dtype,
+                int64_t index_key_dim)
+      : pool(layers, row_dim, capacity, dtype, index_key_dim) {}
+  int64_t capacity_tokens() const override { return pool.capacity(); }
+  KvDtype dtype() const override { return pool.dtype(); }
+  cache::LatentKvPool pool;
+};
+
+class DeepseekModel : public Model {
  public:
   // format.quantization Auto becomes the checkpoint's: fp8 for an FP8 checkpoint, else none.
   // with_mtp: also load the checkpoint's MTP module (an error if its config has none).
@@ -154,16 +151,19 @@ class DeepseekModel {
                 const RankLayout& layout = RankLayout::single(), bool with_mtp = false);
 
   const ModelConfig& config() const { return cfg_; }
+  const ModelInfo& info() const override { return info_; }
+  std::unique_ptr<KvStore> new_kv_store(int64_t capacity_tokens, KvDtype dtype) const override;
   const RankLayout& layout() const { return layout_; }
   int64_t local_heads() const { return heads_.size(); }
   // Weights in memory: their values (scales included), and with the kernels' packed copies.
-  size_t weight_value_bytes() const { return value_bytes_; }
-  size_t resident_weight_bytes() const { return resident_bytes_; }
+  size_t weight_value_bytes() const override { return value_bytes_; }
+  size_t resident_weight_bytes() const override { return resident_bytes_; }
   const WeightFormat& weight_format() const { return format_; }  // quantization resolved
   // E.g. "fp8 linear layers (128x128 blocks), bfloat16 activations and other weights".
-  std::string weight_format_description() const;
+  std::string weight_format_description() const override;
   const std::array<double, static_cast<size_t>(FlopKind::Count)>& flops() const { return flops_; }
-  bool has_mtp() const { return mtp_.has_value(); }
+  bool has_mtp() const override { return mtp_.has_value(); }
+  std::vector<std::pair<std::string, double>> flop_counts() const override;
   // Layers of latent KV cache a pool needs: the decoder layers, and the MTP layer's own.
   int64_t kv_layers() const { return cfg_.num_hidden_layers + (has_mtp() ? 1 : 0); }
 
@@ -174,6 +174,8 @@ class DeepseekModel {
   // ([T, H]: what lm_head reads, and the MTP module's h).
   std::vector<float> forward(const StepInput& input, cache::LatentKvPool& kv, StepComm& comm,
                              std::vector<float>* final_hidden = nullptr);
+  std::vector<float> forward(const StepInput& input, KvStore& kv, StepComm& comm,
+                             std::vector<float>* final_hidden = nullptr) override;
 
   // The MTP module over input's rows: row r has the main model's final_hidden h_i of position
   // input.positions[r] = i and input.tokens[r] = t_{i+1}; its latent goes to the MTP layer's KV
@@ -184,6 +186,9 @@ class DeepseekModel {
   std::vector<float> mtp_forward(const StepInput& input, const float* final_hidden,
                                  cache::LatentKvPool& kv, StepComm& comm,
                                  std::vector<float>* head_hidden = nullptr);
+  std::vector<float> mtp_forward(const StepInput& input, const float* final_hidden, KvStore& kv,
+                                 StepComm& comm,
+                                 std::vector<float>* head_hidden = nullptr) override;
 
   // Allocates the step buffers, and the calling thread's matmul scratch, for the largest step
   // the scheduler can plan: up to group_tokens new tokens in this rank's attention group,
@@ -191,7 +196,8 @@ class DeepseekModel {
   // logits. A server calls it at start-up, so that its memory is claimed before the first
   // request (an out-of-memory shows then, not under load) and stays flat whatever mix of steps
   // follows. Returns step_buffer_bytes(): what they hold.
-  size_t reserve_step_buffers(int64_t group_tokens, int64_t mlp_tokens, int64_t logit_rows);
+  size_t reserve_step_buffers(int64_t group_tokens, int64_t mlp_tokens,
+                              int64_t logit_rows) override;
   size_t step_buffer_bytes() const;
 
  private:
@@ -233,6 +239,7 @@ class DeepseekModel {
   void count_flops(FlopKind kind, int64_t m, const kernels::Weight& w);
 
   ModelConfig cfg_;
+  ModelInfo info_;
   WeightFormat format_;
   RankLayout layout_;
   Range heads_;           // this rank's attention heads (QB, KvB and O split alike)

@@ -17,9 +17,7 @@ size_t peak_rss_bytes() {
 nlohmann::json rank_report(Worker& worker) {
   const parallel::Topology& t = worker.topology();
   nlohmann::json flops = nlohmann::json::object();
-  for (size_t k = 0; k < static_cast<size_t>(model::FlopKind::Count); ++k) {
-    flops[model::flop_kind_name(static_cast<model::FlopKind>(k))] = worker.model().flops()[k];
-  }
+  for (const auto& [kind, count] : worker.model().flop_counts()) flops[kind] = count;
   nlohmann::json comm = nlohmann::json::object();
   for (size_t op = 0; op < static_cast<size_t>(parallel::CollectiveOp::Count); ++op) {
     comm[parallel::collective_name(static_cast<parallel::CollectiveOp>(op))] = {

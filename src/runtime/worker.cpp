@@ -11,19 +11,18 @@
 
 namespace mlaserve::runtime {
 
-Worker::Worker(const parallel::Topology& topology, model::DeepseekModel& model,
+Worker::Worker(const parallel::Topology& topology, model::Model& model,
                const WorkerOptions& options)
     : topology_(topology),
       model_(model),
       communicators_(topology),
       step_comm_(topology, communicators_, options.comm),
-      kv_(model.kv_layers(), model.config().kv_cache_dim(), options.kv_capacity_tokens,
-          options.kv_dtype, model.config().index_key_dim()) {}
+      kv_(model.new_kv_store(options.kv_capacity_tokens, options.kv_dtype)) {}
 
 Worker::~Worker() = default;
 
 size_t Worker::reserve_step_buffers(int64_t group_tokens, int64_t logit_rows) {
-  const model::ModelConfig& cfg = model_.config();
+  const model::ModelInfo& cfg = model_.info();
   // The MLP batch is every group of this model instance.
   size_t bytes = model_.reserve_step_buffers(
       group_tokens, group_tokens * topology_.groups_per_instance, logit_rows);
@@ -48,6 +47,7 @@ std::vector<SequenceResult> Worker::step(const StepPlan* plan_on_rank0, StepPlan
   for (uint64_t id : plan.released) {
     samplers_.erase(id);
     spec_counts_.erase(id);
+    kv_->release(id);
   }
   std::vector<SequenceResult> results = gather_results(run(plan));
   // The watchdog's deadline grows with the slowest step; idle plans (keep-alives) do not count.
@@ -118,17 +118,17 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
       if (j >= n_new - s.logit_rows())
         in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
     }
-    in.seqs.push_back({n_new, s.n_cached, s.step_slots()});
+    in.seqs.push_back({n_new, s.n_cached, s.step_slots(), s.id});
   }
   const bool mtp = std::any_of(plan.groups.begin(), plan.groups.end(),
                                [](const GroupPlan& g) { return g.n_mtp_tokens() > 0; });
   step_comm_.begin_step(group_rows, any_extend);
   const std::vector<float> logits =
-      model_.forward(in, kv_, step_comm_, mtp ? &final_hidden_ : nullptr);
+      model_.forward(in, *kv_, step_comm_, mtp ? &final_hidden_ : nullptr);
   stats_.steps += 1;
   stats_.padded_rows += step_comm_.gather_layout().padded_rows();
 
-  const int64_t V = model_.config().vocab_size;
+  const int64_t V = model_.info().vocab_size;
   std::vector<Speculation> spec(mine.seqs.size());
   int64_t row = 0;  // the sequence's first logits row
   for (size_t i = 0; i < mine.seqs.size(); ++i) {
@@ -181,7 +181,7 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
 // included, as decoding them one at a time would (any draft keeps the distribution; draft_token
 // penalises them too, so that they are kept more often).
 Worker::Speculation Worker::accept_drafts(const PlannedSequence& s, const float* rows) {
-  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  const auto V = static_cast<size_t>(model_.info().vocab_size);
   const uint64_t seed = s.sampling.seed.value_or(0);
   sampling::TokenCounts* counts =
       s.sampling.edits_logits() ? &spec_counts_.try_emplace(s.id).first->second : nullptr;
@@ -244,7 +244,7 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
   }
   if (std::all_of(group_rows.begin(), group_rows.end(), [](int64_t n) { return n == 0; }))
     return {};
-  const int64_t H = model_.config().hidden_size, V = model_.config().vocab_size;
+  const int64_t H = model_.info().hidden_size, V = model_.info().vocab_size;
   const std::vector<PlannedSequence>& seqs =
       plan.groups[static_cast<size_t>(topology_.group())].seqs;
   model::StepInput in;
@@ -284,7 +284,7 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
   in.logit_rows.insert(in.logit_rows.end(), draft_rows.begin(), draft_rows.end());
   step_comm_.begin_step(group_rows, any_extend);
   std::vector<float> head_hidden;
-  std::vector<float> logits = model_.mtp_forward(in, h.data(), kv_, step_comm_, &head_hidden);
+  std::vector<float> logits = model_.mtp_forward(in, h.data(), *kv_, step_comm_, &head_hidden);
 
   // Chained drafts: the k-th draft of a sequence comes from the row at its accepted position
   // + k - 1 (its MTP latent goes to the scratch slots the plan added).
@@ -315,7 +315,7 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
     }
     step_comm_.begin_step(drafting_rows, false);
     std::vector<float> next_h;
-    take_drafts(model_.mtp_forward(chain, chain_h.data(), kv_, step_comm_, &next_h).data());
+    take_drafts(model_.mtp_forward(chain, chain_h.data(), *kv_, step_comm_, &next_h).data());
     chain_h = std::move(next_h);
   }
   logits.resize(static_cast<size_t>(n_teacher * V));  // the teacher-forced rows come first
@@ -339,7 +339,7 @@ std::span<const float> Worker::penalised(std::span<const float> row,
 // with unpenalised drafts, 1.49-1.81 with these; bench/speculative_ab.py).
 int32_t Worker::draft_token(const PlannedSequence& s, const float* row,
                             const std::vector<int32_t>& earlier_drafts) {
-  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  const auto V = static_cast<size_t>(model_.info().vocab_size);
   const std::span<const float> raw(row, V);
   if (!s.sampling.edits_logits()) return sampling::argmax(raw);
   sampling::TokenCounts counts = spec_counts_[s.id];
@@ -353,7 +353,7 @@ SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_ro
   SequenceResult r;
   r.id = s.id;
   if (!s.sample) return r;
-  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  const auto V = static_cast<size_t>(model_.info().vocab_size);
   const std::span<const float> raw(last_row, V);
   const sampling::SamplingParams& p = s.sampling;
   const bool stateless = p.greedy() && !p.edits_logits();
@@ -374,7 +374,7 @@ SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_ro
 void Worker::add_logprobs(const PlannedSequence& s, const float* row, int32_t token,
                           SequenceResult& r) const {
   if (s.top_logprobs < 0) return;
-  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  const auto V = static_cast<size_t>(model_.info().vocab_size);
   sampling::LogprobResult lp = sampling::logprobs(std::span(row, V), token, s.top_logprobs);
   r.logprobs.push_back(lp.chosen.logprob);
   r.top.insert(r.top.end(), lp.top.begin(), lp.top.end());

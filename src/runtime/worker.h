@@ -7,8 +7,7 @@
 #include <span>
 #include <unordered_map>
 
-#include "cache/latent_kv_pool.h"
-#include "model/deepseek.h"
+#include "model/model.h"
 #include "parallel/mpi_step_comm.h"
 #include "runtime/plan.h"
 
@@ -27,8 +26,7 @@ struct StepStats {
 
 class Worker {
  public:
-  Worker(const parallel::Topology& topology, model::DeepseekModel& model,
-         const WorkerOptions& options);
+  Worker(const parallel::Topology& topology, model::Model& model, const WorkerOptions& options);
   ~Worker();
 
   // Collective over the world: rank 0 passes the plan, the other ranks nullptr. Returns, on
@@ -36,16 +34,16 @@ class Worker {
   std::vector<SequenceResult> step(const StepPlan* plan_on_rank0, StepPlan* received = nullptr);
 
   // Claims the memory of steps of up to group_tokens new tokens per group and logit_rows rows
-  // of logits: the model's step buffers and matmul scratch (DeepseekModel::reserve_step_buffers),
+  // of logits: the model's step buffers and matmul scratch (Model::reserve_step_buffers),
   // the collectives' scratch and this worker's own. Returns the bytes they hold.
   size_t reserve_step_buffers(int64_t group_tokens, int64_t logit_rows);
 
   const parallel::Topology& topology() const { return topology_; }
-  model::DeepseekModel& model() { return model_; }
+  model::Model& model() { return model_; }
   const StepStats& stats() const { return stats_; }
   const parallel::CommStats& comm_stats() const { return step_comm_.stats(); }
-  int64_t kv_capacity_tokens() const { return kv_.capacity(); }
-  KvDtype kv_dtype() const { return kv_.dtype(); }
+  int64_t kv_capacity_tokens() const { return kv_->capacity_tokens(); }
+  KvDtype kv_dtype() const { return kv_->dtype(); }
 
  private:
   StepPlan broadcast_plan(const StepPlan* plan);
@@ -71,10 +69,10 @@ class Worker {
                     SequenceResult& r) const;
 
   const parallel::Topology& topology_;
-  model::DeepseekModel& model_;
+  model::Model& model_;
   parallel::Communicators communicators_;
   parallel::MpiStepComm step_comm_;
-  cache::LatentKvPool kv_;
+  std::unique_ptr<model::KvStore> kv_;
   StepStats stats_;
   std::vector<float> final_hidden_, mtp_hidden_;  // the MTP pass's inputs, kept between steps
   std::vector<sampling::Candidate> candidates_;   // accept_drafts' scratch

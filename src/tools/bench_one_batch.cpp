@@ -122,8 +122,7 @@ nlohmann::json report(const BenchOptions& o, int64_t bs, int64_t in, int64_t out
 void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
   const parallel::Topology topo =
       parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
-  const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
-  parallel::check_model_fits(topo, cfg);
+  const models::ModelCard card = models::read_model_card(o.model.model_dir);
   const int groups = topo.instances * topo.groups_per_instance;
   int64_t kv_tokens = 0;  // enough for the largest combination, per group
   for (int64_t bs : o.batch_sizes)
@@ -132,9 +131,9 @@ void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
         kv_tokens =
             std::max(kv_tokens, (bs + groups - 1) / groups * (in + std::max<int64_t>(out, 8)));
 
-  o.model.choose_weight_packing(cfg, topo.layout, false, 0);
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
-  runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
+  o.model.check_card(card, topo, false, 0);
+  const std::unique_ptr<model::Model> model = o.model.load(card, topo, false);
+  runtime::Worker worker(topo, *model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     return;
@@ -142,11 +141,12 @@ void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
   spdlog::info(
       "bench-one-batch: {} ({}, KV cache {}), layout {}, resident weights on rank 0: {:.1f} MB, "
       "peak RSS after load {:.1f} MB",
-      o.model.model_dir, model.weight_format_description(), kv_dtype_name(o.model.kv_dtype()),
-      o.parallel.layout.describe(), static_cast<double>(model.resident_weight_bytes()) / 1e6,
+      o.model.model_dir, model->weight_format_description(), kv_dtype_name(o.model.kv_dtype()),
+      o.parallel.layout.describe(), static_cast<double>(model->resident_weight_bytes()) / 1e6,
       static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
   run_once(worker, groups,
-           synthetic_batch(o.batch_sizes.front(), o.input_lens.front(), 8, cfg.vocab_size, o.seed));
+           synthetic_batch(o.batch_sizes.front(), o.input_lens.front(), 8, card.info.vocab_size,
+                           o.seed));
   std::ofstream results(o.result_filename, std::ios::app);
   for (int64_t bs : o.batch_sizes) {
     for (int64_t in : o.input_lens) {
@@ -154,7 +154,7 @@ void run_rank(const BenchOptions& o, const runtime::MpiSession& mpi) {
         std::printf("\nbatch_size=%ld input_len=%ld output_len=%ld\n", static_cast<long>(bs),
                     static_cast<long>(in), static_cast<long>(out));
         const RunTimes t =
-            run_once(worker, groups, synthetic_batch(bs, in, out, cfg.vocab_size, o.seed));
+            run_once(worker, groups, synthetic_batch(bs, in, out, card.info.vocab_size, o.seed));
         results << report(o, bs, in, out, t).dump() << "\n";
       }
     }

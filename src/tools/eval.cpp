@@ -105,9 +105,7 @@ json output_json(const std::vector<runtime::StaticRequest>& requests,
 void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
   const parallel::Topology topo =
       parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
-  const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
-  parallel::check_model_fits(topo, cfg);
-  o.model.choose_weight_packing(cfg, topo.layout, o.mtp, 0);
+  const models::ModelCard card = o.model.read_card(topo, o.mtp, 0);
   std::vector<runtime::StaticRequest> requests;
   const int groups = topo.instances * topo.groups_per_instance;
   int64_t kv_tokens = 0;
@@ -117,8 +115,8 @@ void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
   }
   MPI_Bcast(&kv_tokens, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
 
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout, o.mtp);
-  runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
+  const std::unique_ptr<model::Model> model = o.model.load(card, topo, o.mtp);
+  runtime::Worker worker(topo, *model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     runtime::gather_rank_reports(worker);
@@ -132,7 +130,7 @@ void run_rank(const EvalOptions& o, const runtime::MpiSession& mpi) {
   run_until_done(worker, planner);
   shut_down_followers(worker);
 
-  json result = output_json(requests, planner.outputs(), o, model.config().vocab_size);
+  json result = output_json(requests, planner.outputs(), o, model->info().vocab_size);
   result["ranks"] = runtime::gather_rank_reports(worker);
   std::ofstream out(o.output);
   if (!out) fail("cannot write --output {}", o.output);

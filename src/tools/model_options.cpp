@@ -125,6 +125,26 @@ void ModelOptions::choose_weight_packing(const model::ModelConfig& cfg,
   runtime::choose_weight_packing(model_dir, cfg, weight_format(), layout, with_mtp, other_bytes);
 }
 
+models::ModelCard ModelOptions::read_card(const parallel::Topology& topo, bool with_mtp,
+                                          int64_t other_bytes) const {
+  models::ModelCard card = models::read_model_card(model_dir);
+  check_card(card, topo, with_mtp, other_bytes);
+  return card;
+}
+
+void ModelOptions::check_card(const models::ModelCard& card, const parallel::Topology& topo,
+                              bool with_mtp, int64_t other_bytes) const {
+  if (!card.deepseek) return;
+  parallel::check_model_fits(topo, *card.deepseek);
+  choose_weight_packing(*card.deepseek, topo.layout, with_mtp, other_bytes);
+}
+
+std::unique_ptr<model::Model> ModelOptions::load(const models::ModelCard& card,
+                                                 const parallel::Topology& topo,
+                                                 bool with_mtp) const {
+  return models::load_model(card, model_dir, weight_format(), topo.layout, with_mtp);
+}
+
 KvDtype ModelOptions::kv_dtype() const {
   if (kv_cache_dtype == "float32") return KvDtype::Float32;
   if (kv_cache_dtype == "bfloat16") return KvDtype::BFloat16;

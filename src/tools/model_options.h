@@ -8,6 +8,8 @@
 #include "model/config.h"
 #include "model/sharding.h"
 #include "model/weight_loader.h"
+#include "models/registry.h"
+#include "parallel/topology.h"
 
 namespace mlaserve::tools {
 
@@ -34,6 +36,16 @@ struct ModelOptions {
   // Collective over MPI_COMM_WORLD.
   void choose_weight_packing(const model::ModelConfig& cfg, const model::RankLayout& layout,
                              bool with_mtp, int64_t other_bytes) const;
+  // --model's card, checked against the layout: for the DeepSeek-V2/V3 family, that the layout
+  // splits it (check_model_fits) and the weight packing chosen (collective, as
+  // choose_weight_packing). DeepSeek-V4 checks its layout as it loads.
+  models::ModelCard read_card(const parallel::Topology& topo, bool with_mtp,
+                              int64_t other_bytes) const;
+  void check_card(const models::ModelCard& card, const parallel::Topology& topo, bool with_mtp,
+                  int64_t other_bytes) const;
+  // This rank's part of the model the card describes.
+  std::unique_ptr<model::Model> load(const models::ModelCard& card, const parallel::Topology& topo,
+                                     bool with_mtp) const;
 };
 
 }  // namespace mlaserve::tools

@@ -113,16 +113,16 @@ std::vector<int32_t> encode_text_file(const PerplexityOptions& o) {
   }
 }
 
-void check_context(int64_t context, const model::ModelConfig& cfg) {
+void check_context(int64_t context, const model::ModelInfo& info) {
   if (context < 2) {
     fail(
         "--context {} is too small: a window needs BOS and at least one token to predict (use 2 or "
         "more)",
         context);
   }
-  if (context > cfg.max_position_embeddings) {
+  if (context > info.max_position_embeddings) {
     fail("--context {} exceeds the model's max_position_embeddings ({})", context,
-         cfg.max_position_embeddings);
+         info.max_position_embeddings);
   }
 }
 
@@ -137,15 +137,15 @@ void check_tokens(const std::vector<int32_t>& tokens, const std::string& source,
 }
 
 // Reads and checks everything before any rank starts, so that bad input is one clear error.
-Windows read_windows(const PerplexityOptions& o, const model::ModelConfig& cfg) {
+Windows read_windows(const PerplexityOptions& o, const model::ModelInfo& info) {
   if (o.text_file.empty() == o.ids_file.empty())
     fail("give the tokens to score with --text-file or --ids-file");
-  check_context(o.context, cfg);
+  check_context(o.context, info);
   const bool ids = !o.ids_file.empty();
   std::vector<int32_t> tokens =
       ids ? read_token_ids(read_json_file(o.ids_file), o.ids_file) : encode_text_file(o);
-  check_tokens(tokens, ids ? o.ids_file : o.text_file, cfg.vocab_size);
-  return Windows(std::move(tokens), o.context, static_cast<int32_t>(cfg.bos_token_id));
+  check_tokens(tokens, ids ? o.ids_file : o.text_file, info.vocab_size);
+  return Windows(std::move(tokens), o.context, static_cast<int32_t>(info.bos_token_id));
 }
 
 // -log softmax(row)[target] in double precision: float sums over a large vocabulary would lose
@@ -220,7 +220,7 @@ class Progress {
 // returns the mean NLL over all targets. One planner per step keeps only that step's logits.
 double mean_nll(runtime::Worker& worker, int groups, const Windows& windows, int64_t per_step,
                 const RowObserver& observe) {
-  const int64_t vocab = worker.model().config().vocab_size;
+  const int64_t vocab = worker.model().info().vocab_size;
   Progress progress(windows.count());
   double nll = 0;
   int64_t scored = 0;
@@ -241,26 +241,25 @@ double mean_nll(runtime::Worker& worker, int groups, const Windows& windows, int
   return nll / static_cast<double>(scored);
 }
 
-void run_rank(const PerplexityOptions& o, const model::ModelConfig& cfg, const Windows& windows,
+void run_rank(const PerplexityOptions& o, const models::ModelCard& card, const Windows& windows,
               const runtime::MpiSession& mpi) {
   const parallel::Topology topo =
       parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
-  parallel::check_model_fits(topo, cfg);
   const int groups = topo.instances * topo.groups_per_instance;
   const int64_t per_step = o.windows_per_step > 0 ? o.windows_per_step : kWindowsPerGroup * groups;
   // The first step is the largest: full windows, as many as a step takes.
   const int64_t kv_tokens =
       runtime::StaticPlanner::kv_tokens_needed(windows.requests(0, per_step), groups);
 
-  o.model.choose_weight_packing(cfg, topo.layout, false, 0);
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout);
-  runtime::Worker worker(topo, model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
+  o.model.check_card(card, topo, false, 0);
+  const std::unique_ptr<model::Model> model = o.model.load(card, topo, false);
+  runtime::Worker worker(topo, *model, {kv_tokens, o.model.kv_dtype(), o.parallel.comm_options()});
   if (mpi.rank() != 0) {
     follow_rank0(worker);
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  const int64_t vocab = cfg.vocab_size, tokens = windows.scored_tokens();
+  const int64_t vocab = card.info.vocab_size, tokens = windows.scored_tokens();
   std::optional<KlBaseWriter> base;
   std::optional<KlComparison> compare;
   if (!o.kl_base_file.empty()) base.emplace(o.kl_base_file, vocab, tokens, o.context);
@@ -321,10 +320,11 @@ void add_perplexity(CLI::App& app) {
                   "both rank the same token first")
       ->excludes(kl_base);
   cmd->callback([opts] {
-    const model::ModelConfig cfg = model::ModelConfig::load(opts->model.model_dir);
-    const Windows windows = read_windows(*opts, cfg);
-    runtime::run_ranks(opts->parallel.layout.world_size(), opts->parallel.watchdog_options(),
-                       [&](const runtime::MpiSession& mpi) { run_rank(*opts, cfg, windows, mpi); });
+    const models::ModelCard card = models::read_model_card(opts->model.model_dir);
+    const Windows windows = read_windows(*opts, card.info);
+    runtime::run_ranks(
+        opts->parallel.layout.world_size(), opts->parallel.watchdog_options(),
+        [&](const runtime::MpiSession& mpi) { run_rank(*opts, card, windows, mpi); });
   });
 }
 

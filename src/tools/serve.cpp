@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "core/error.h"
+#include "models/deepseek_v4/kv_store.h"
 #include "parallel/collective_watchdog.h"
 #include "parallel/kv_capacity.h"
 #include "runtime/launch.h"
@@ -86,15 +87,39 @@ void resolve_defaults(ServeOptions& o) {
     o.http.model_name = std::filesystem::path(o.model.model_dir).filename().string();
 }
 
+// DeepSeek-V4 keeps a window and compressor state per running request and compressed entries per
+// token (float32 for now); the budget holds max_running requests' fixed parts first.
+parallel::KvCapacity deepseek_v4_capacity(const ServeOptions& o,
+                                          const models::deepseek_v4::V4Config& cfg,
+                                          int64_t max_running) {
+  const auto c = models::deepseek_v4::kv_capacity(cfg, o.kv_cache_mib << 20, max_running);
+  if (c.tokens < 1) {
+    fail(
+        "--kv-cache-memory {} MiB does not hold {} DeepSeek-V4 requests' windows and compressor "
+        "state ({:.1f} MiB each) and their tokens: raise it or lower --max-running-requests",
+        o.kv_cache_mib, max_running, static_cast<double>(c.bytes_per_sequence) / (1 << 20));
+  }
+  spdlog::info(
+      "serve: deepseek_v4 KV in float32: {} bytes per token of compressed entries, {:.1f} MiB "
+      "per running request (windows, compressor state); runs without the radix prefix cache",
+      c.bytes_per_token, static_cast<double>(c.bytes_per_sequence) / (1 << 20));
+  return {c.bytes_per_token, 0, c.tokens, c.tokens};
+}
+
 sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topology& topo,
-                                    const model::ModelConfig& cfg) {
+                                    const models::ModelCard& card) {
   const int spec_steps = speculative_steps(o);
+  const int64_t groups = topo.instances * topo.groups_per_instance;
+  const int64_t max_running = std::max<int64_t>(1, o.max_running_requests / groups);
   const parallel::KvCapacity kv =
-      parallel::kv_capacity(topo, cfg, o.model.kv_dtype(), o.kv_cache_mib << 20, spec_steps > 0);
+      card.deepseek_v4 ? deepseek_v4_capacity(o, *card.deepseek_v4, max_running)
+                       : parallel::kv_capacity(topo, *card.deepseek, o.model.kv_dtype(),
+                                               o.kv_cache_mib << 20, spec_steps > 0);
   if (kv.per_rank_tokens < 1)
     fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib,
          kv.bytes_per_token);
-  const int64_t groups = topo.instances * topo.groups_per_instance;
+  // What the store keeps its rows in (DeepSeek-V4's: float32 whatever --kv-cache-dtype says).
+  const KvDtype kv_dtype = card.deepseek_v4 ? KvDtype::Float32 : o.model.kv_dtype();
   sched::EngineOptions e;
   e.kv_tokens_per_group = kv.per_rank_tokens;
   if (o.max_total_tokens > 0) {
@@ -105,44 +130,47 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
     e.kv_tokens_per_group = o.max_total_tokens;
   }
   const int64_t instance_tokens = e.kv_tokens_per_group * topo.groups_per_instance;
+  const model::ModelInfo& info = card.info;
   // Global budgets divided by the DP groups, as SGLang does: the MLP batch after the gather stays
   // about the configured size.
   e.limits.chunk_tokens = std::max<int64_t>(1, o.chunked_prefill_size / groups);
-  e.limits.max_running = std::max<int64_t>(1, o.max_running_requests / groups);
+  e.limits.max_running = max_running;
   e.limits.max_prefill_tokens = std::max<int64_t>(1, o.max_prefill_tokens / groups);
-  e.limits.radix_cache = !o.disable_radix_cache;
+  // DeepSeek-V4's store keeps each request's own state: no prefix is shared yet.
+  e.limits.radix_cache = !o.disable_radix_cache && card.family != models::Family::DeepseekV4;
   e.limits.mixed_steps = !o.disable_mixed_chunk;
   e.limits.priority = o.enable_priority_scheduling;
   e.prefill_tokens_per_step = o.chunked_prefill_size;
   e.max_step_time_ms = o.max_step_time_ms;
   e.limits.policy = sched::parse_schedule_policy(o.schedule_policy);
   e.load_balance = sched::parse_load_balance_method(o.load_balance);
-  e.context_length = cfg.max_position_embeddings;
+  e.context_length = info.max_position_embeddings;
   e.spec_steps = spec_steps;
-  e.eos_token_ids = cfg.eos_token_ids;
-  e.vocab_size = cfg.vocab_size;
+  e.eos_token_ids = info.eos_token_ids;
+  e.vocab_size = info.vocab_size;
   // Well inside the followers' deadline for the next plan.
   e.keepalive_seconds = o.parallel.collective_timeout_s / 3;
-  e.layout = {{"tp", o.parallel.layout.tp},
-              {"dp", o.parallel.layout.dp},
-              {"enable_dp_attention", o.parallel.layout.dp_attention},
-              {"enable_dp_linear", o.parallel.layout.dp_linear},
-              {"enable_ep_moe", o.parallel.layout.ep_moe},
-              {"dtype", o.model.dtype},
-              {"quantization",
-               model::quantization_name(
-                   model::resolve_weight_format(o.model.weight_format(), cfg).quantization)},
-              {"quantize_lm_head", o.model.quantize_lm_head},
-              {"kv_cache_dtype", std::string(kv_dtype_name(o.model.kv_dtype()))},
-              {"kv_bytes_per_token", kv.bytes_per_token},
-              {"kv_index_bytes_per_token", kv.index_bytes_per_token},
-              {"kv_tokens_per_rank", e.kv_tokens_per_group},
-              {"kv_tokens_per_instance", instance_tokens},
-              {"speculative_algorithm", e.spec_steps > 0 ? "NEXTN" : ""}};
+  e.layout = {
+      {"tp", o.parallel.layout.tp},
+      {"dp", o.parallel.layout.dp},
+      {"enable_dp_attention", o.parallel.layout.dp_attention},
+      {"enable_dp_linear", o.parallel.layout.dp_linear},
+      {"enable_ep_moe", o.parallel.layout.ep_moe},
+      {"dtype", o.model.dtype},
+      {"quantization", model::quantization_name(model::resolve_weight_format(
+                                                    o.model.weight_format(), card.fp8_checkpoint())
+                                                    .quantization)},
+      {"quantize_lm_head", o.model.quantize_lm_head},
+      {"kv_cache_dtype", std::string(kv_dtype_name(kv_dtype))},
+      {"kv_bytes_per_token", kv.bytes_per_token},
+      {"kv_index_bytes_per_token", kv.index_bytes_per_token},
+      {"kv_tokens_per_rank", e.kv_tokens_per_group},
+      {"kv_tokens_per_instance", instance_tokens},
+      {"speculative_algorithm", e.spec_steps > 0 ? "NEXTN" : ""}};
   spdlog::info(
       "serve: layout {}, KV cache {} ({} bytes per token{}), max_total_num_tokens {} per rank ({} "
       "per instance, --kv-cache-memory {} MiB holds {})",
-      o.parallel.layout.describe(), kv_dtype_name(o.model.kv_dtype()), kv.bytes_per_token,
+      o.parallel.layout.describe(), kv_dtype_name(kv_dtype), kv.bytes_per_token,
       kv.index_bytes_per_token > 0
           ? fmt::format(", {} of them the indexer's keys", kv.index_bytes_per_token)
           : "",
@@ -171,17 +199,15 @@ void run_rank(ServeOptions o, const runtime::MpiSession& mpi) {
   resolve_defaults(o);
   const parallel::Topology topo =
       parallel::compute_topology(o.parallel.layout, mpi.rank(), mpi.size());
-  const model::ModelConfig cfg = model::ModelConfig::load(o.model.model_dir);
-  parallel::check_model_fits(topo, cfg);
-  const sched::EngineOptions eo = engine_options(o, topo, cfg);
-  o.model.choose_weight_packing(cfg, topo.layout, eo.spec_steps > 0, o.kv_cache_mib << 20);
-  model::DeepseekModel model(o.model.model_dir, o.model.weight_format(), topo.layout,
-                             eo.spec_steps > 0);
+  const bool mtp = speculative_steps(o) > 0;
+  const models::ModelCard card = o.model.read_card(topo, mtp, o.kv_cache_mib << 20);
+  const sched::EngineOptions eo = engine_options(o, topo, card);
+  const std::unique_ptr<model::Model> model = o.model.load(card, topo, mtp);
   spdlog::info("serve: rank {} holds {:.1f} MB of weights ({}); peak RSS so far {:.1f} MB",
-               mpi.rank(), static_cast<double>(model.resident_weight_bytes()) / 1e6,
-               model.weight_format_description(),
+               mpi.rank(), static_cast<double>(model->resident_weight_bytes()) / 1e6,
+               model->weight_format_description(),
                static_cast<double>(runtime::peak_rss_bytes()) / 1e6);
-  runtime::Worker worker(topo, model,
+  runtime::Worker worker(topo, *model,
                          {eo.kv_tokens_per_group, o.model.kv_dtype(), o.parallel.comm_options()});
   reserve_step_buffers(worker, eo, mpi.rank());
   if (mpi.rank() != 0) return follow_rank0(worker);

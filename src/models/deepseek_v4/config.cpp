@@ -187,7 +187,13 @@ V4Config V4Config::from_json(const json& j, const std::string& origin) {
 
 V4Config V4Config::load(const std::filesystem::path& model_dir) {
   const auto path = model_dir / "config.json";
-  return from_json(model::read_json_file(path), path.string());
+  V4Config cfg = from_json(model::read_json_file(path), path.string());
+  const auto generation = model_dir / "generation_config.json";
+  if (std::filesystem::exists(generation)) {
+    model::add_generation_eos_ids(model::read_json_file(generation), generation.string(),
+                                  cfg.eos_token_ids);
+  }
+  return cfg;
 }
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -21,20 +21,20 @@ class Reader {
   // A linear layer's [rows, cols] weight, rows [row_begin, row_begin + n) of it when n > 0.
   Weight linear(const std::string& name, int64_t rows, int64_t cols, WeightKind kind,
                 int64_t row_begin = 0, int64_t n = 0) const {
-    const int64_t held = n > 0 ? n : rows;
-    Weight w = loader_.new_weight(name, held, cols, kind);
-    loader_.copy_block(name, rows, cols, {row_begin, held, 0, cols}, w, 0);
-    kernels::prepare(w);
-    return w;
+    return prepared(block(name, rows, cols, kind, row_begin, n));
   }
+  Weight embedding(const std::string& name, int64_t rows, int64_t cols) const {
+    return prepared(block(name, rows, cols, WeightKind::Embedding, 0, 0), true);
+  }
+  size_t value_bytes() const { return value_bytes_; }
+  size_t resident_bytes() const { return resident_bytes_; }
+
   // Float32 parameters: norms, biases, hyper-connection and sink parameters, ape.
   std::vector<float> values(const std::string& name, int64_t n) const {
     return loader_.vector(name, n);
   }
   Weight f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
-    Weight w = loader_.matrix_f32(name, rows, cols);
-    kernels::prepare(w);
-    return w;
+    return prepared(loader_.matrix_f32(name, rows, cols));
   }
   std::vector<float> matrix_values(const std::string& name, int64_t rows, int64_t cols) const {
     const Weight w = loader_.matrix_f32(name, rows, cols);
@@ -64,9 +64,27 @@ class Reader {
   }
 
  private:
+  Weight block(const std::string& name, int64_t rows, int64_t cols, WeightKind kind,
+               int64_t row_begin, int64_t n) const {
+    const int64_t held = n > 0 ? n : rows;
+    Weight w = loader_.new_weight(name, held, cols, kind);
+    loader_.copy_block(name, rows, cols, {row_begin, held, 0, cols}, w, 0);
+    return w;
+  }
+  // The kernels' packed copy made, the weight's bytes counted; keep_rows: the row-major values
+  // stay even where the packed copy serves every product (the embedding is read by rows).
+  Weight prepared(Weight w, bool keep_rows = false) const {
+    kernels::prepare(w);
+    if (!keep_rows) kernels::drop_row_major_if_unneeded(w);
+    value_bytes_ += w.bytes();
+    resident_bytes_ += w.bytes() + w.packed_bytes;
+    return w;
+  }
+
   const model::Checkpoint& ckpt_;
   model::WeightLoader loader_;
   const V4Config& cfg_;
+  mutable size_t value_bytes_ = 0, resident_bytes_ = 0;
 };
 
 HcWeights hc_weights(const Reader& r, const std::string& p, int64_t mixes, int64_t scales,
@@ -158,11 +176,13 @@ V4Weights load_weights(const std::filesystem::path& dir, const V4Config& cfg,
   const model::Checkpoint ckpt = model::Checkpoint::open(dir);
   const Reader r(ckpt, format, cfg);
   V4Weights w;
-  w.embed = r.linear("embed.weight", cfg.vocab_size, cfg.hidden_size, WeightKind::Embedding);
+  w.embed = r.embedding("embed.weight", cfg.vocab_size, cfg.hidden_size);
   for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) w.layers.push_back(layer(r, i, cfg));
   w.hc_head = hc_weights(r, "hc_head", cfg.hc_mult, 1, cfg);
   w.norm = r.values("norm.weight", cfg.hidden_size);
   w.head = r.linear("head.weight", cfg.vocab_size, cfg.hidden_size, WeightKind::LmHead);
+  w.value_bytes = r.value_bytes();
+  w.resident_bytes = r.resident_bytes();
   return w;
 }
 

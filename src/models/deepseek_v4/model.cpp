@@ -2,25 +2,74 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
 #include "core/error.h"
 #include "core/numeric.h"
+
+#include <numeric>
+
 #include "models/deepseek_v4/hyper_connections.h"
+#include "models/deepseek_v4/kv_store.h"
 #include "models/deepseek_v4/load.h"
 
 namespace mlaserve::models::deepseek_v4 {
 
-DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format)
-    : cfg_(V4Config::load(dir)),
-      w_(load_weights(dir, cfg_, model::resolve_weight_format(format, cfg_.fp8_block_quantized))),
+namespace {
+
+const V4Config& single_rank(const V4Config& cfg, const model::RankLayout& layout) {
+  if (layout.tp_size != 1) {
+    fail(
+        "deepseek_v4 runs with --tp 1 for now (one rank per model instance; replicas are "
+        "fine); its tensor-parallel and DP-attention layouts are not built yet");
+  }
+  return cfg;
+}
+
+}  // namespace
+
+DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format,
+                                 const model::RankLayout& layout)
+    : cfg_(single_rank(V4Config::load(dir), layout)),
+      info_{"deepseek_v4",      cfg_.vocab_size,  cfg_.hidden_size, cfg_.max_position_embeddings,
+            cfg_.eos_token_ids, cfg_.bos_token_id},
+      format_(model::resolve_weight_format(format, cfg_.fp8_block_quantized)),
+      w_(load_weights(dir, cfg_, format_)),
       window_rope_(cfg_, false),
       compress_rope_(cfg_, true) {}
 
 SequenceCache DeepseekV4Model::new_cache() const {
-  SequenceCache cache;
-  cache.layers.resize(static_cast<size_t>(cfg_.num_hidden_layers));
-  for (LayerCache& layer : cache.layers)
-    layer.window.resize(static_cast<size_t>(cfg_.sliding_window * cfg_.head_dim));
-  return cache;
+  return new_sequence_cache(cfg_);
+}
+
+std::unique_ptr<model::KvStore> DeepseekV4Model::new_kv_store(int64_t capacity_tokens,
+                                                              KvDtype) const {
+  return std::make_unique<V4KvStore>(cfg_, capacity_tokens);
+}
+
+std::string DeepseekV4Model::weight_format_description() const {
+  const char* dtype = kernels::weight_type_name(format_.dtype);
+  if (format_.quantization != model::Quantization::Fp8)
+    return fmt::format("{} weights; float32 router", dtype);
+  return fmt::format(
+      "fp8_e4m3 linear layers (128x128 block scales){}; {} activations and other weights; "
+      "float32 router",
+      cfg_.fp4_experts ? ", mxfp4 routed experts (e2m1, a power-of-two scale per 32)" : "", dtype);
+}
+
+std::vector<float> DeepseekV4Model::forward(const model::StepInput& in, model::KvStore& kv,
+                                            model::StepComm&, std::vector<float>* final_hidden) {
+  auto& store = static_cast<V4KvStore&>(kv);
+  std::vector<SequenceInput> seqs;
+  size_t row = 0;
+  for (const model::SequenceStep& s : in.seqs) {
+    seqs.push_back(
+        {std::span(in.tokens).subspan(row, static_cast<size_t>(s.n_new)), &store.sequence(s)});
+    row += static_cast<size_t>(s.n_new);
+  }
+  std::vector<float> h = hidden(seqs);
+  std::vector<float> out = logits(h, in.logit_rows);
+  if (final_hidden) *final_hidden = std::move(h);
+  return out;
 }
 
 namespace {
@@ -49,6 +98,24 @@ std::vector<float> DeepseekV4Model::forward(const std::vector<int32_t>& tokens,
 }
 
 std::vector<float> DeepseekV4Model::forward(std::span<const SequenceInput> seqs) const {
+  const std::vector<float> h = hidden(seqs);
+  std::vector<int64_t> rows(h.size() / static_cast<size_t>(cfg_.hidden_size));
+  std::iota(rows.begin(), rows.end(), 0);
+  return logits(h, rows);
+}
+
+std::vector<float> DeepseekV4Model::logits(const std::vector<float>& h,
+                                           std::span<const int64_t> rows) const {
+  const int64_t H = cfg_.hidden_size;
+  std::vector<float> picked(rows.size() * static_cast<size_t>(H));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::copy_n(h.data() + rows[i] * H, H, picked.data() + i * static_cast<size_t>(H));
+  std::vector<float> out(rows.size() * static_cast<size_t>(cfg_.vocab_size));
+  kernels::matmul(picked.data(), static_cast<int64_t>(rows.size()), w_.head, out.data());
+  return out;
+}
+
+std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs) const {
   const int64_t H = cfg_.hidden_size;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
   std::vector<int32_t> tokens;
@@ -81,9 +148,7 @@ std::vector<float> DeepseekV4Model::forward(std::span<const SequenceInput> seqs)
   for (const SequenceRows& s : rows) s.cache->n_tokens += s.n;
   hc_head(cfg_, w_.hc_head, X.data(), n, x.data());
   kernels::rms_norm(x.data(), w_.norm.data(), n, H, eps, x.data());
-  std::vector<float> logits(static_cast<size_t>(n * cfg_.vocab_size));
-  kernels::matmul(x.data(), n, w_.head, logits.data());
-  return logits;
+  return x;
 }
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -13,6 +13,8 @@
 #include <span>
 #include <vector>
 
+#include "model/model.h"
+#include "model/sharding.h"
 #include "model/weight_loader.h"
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/rope.h"
@@ -27,13 +29,29 @@ struct SequenceInput {
   SequenceCache* cache = nullptr;
 };
 
-class DeepseekV4Model {
+class DeepseekV4Model : public model::Model {
  public:
-  // format.quantization Auto keeps the checkpoint's formats (FP8 blocks, FP4 experts).
-  DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format);
+  // format.quantization Auto keeps the checkpoint's formats (FP8 blocks, FP4 experts). One rank
+  // only for now: any other layout is refused.
+  DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format,
+                  const model::RankLayout& layout = model::RankLayout::single());
 
   const V4Config& config() const { return cfg_; }
   SequenceCache new_cache() const;
+
+  // model::Model: the runtime's steps over a V4KvStore.
+  const model::ModelInfo& info() const override { return info_; }
+  std::unique_ptr<model::KvStore> new_kv_store(int64_t capacity_tokens,
+                                               KvDtype dtype) const override;
+  std::vector<float> forward(const model::StepInput& input, model::KvStore& kv,
+                             model::StepComm& comm,
+                             std::vector<float>* final_hidden = nullptr) override;
+  // Steps allocate their buffers as they run (no reservation yet): 0 bytes.
+  size_t reserve_step_buffers(int64_t, int64_t, int64_t) override { return 0; }
+  size_t weight_value_bytes() const override { return w_.value_bytes; }
+  size_t resident_weight_bytes() const override { return w_.resident_bytes; }
+  std::string weight_format_description() const override;
+  std::vector<std::pair<std::string, double>> flop_counts() const override { return {}; }
 
   // Runs the sequences' new tokens through the model, adding them to their caches; returns
   // their logits, [all new tokens, vocab] in the order given. The linear layers and the MoE see
@@ -42,6 +60,10 @@ class DeepseekV4Model {
   std::vector<float> forward(const std::vector<int32_t>& tokens, SequenceCache& cache) const;
 
  private:
+  // Every new row's final hidden state (hc_head, then the final norm): [all new tokens, H].
+  std::vector<float> hidden(std::span<const SequenceInput> seqs) const;
+  // head · rows of h ([rows.size(), vocab]).
+  std::vector<float> logits(const std::vector<float>& h, std::span<const int64_t> rows) const;
   // A sequence's rows of the step: [row, row + n) at positions [first, first + n).
   struct SequenceRows {
     int64_t row, n, first;
@@ -61,6 +83,8 @@ class DeepseekV4Model {
   }
 
   V4Config cfg_;
+  model::ModelInfo info_;
+  model::WeightFormat format_;
   V4Weights w_;
   Rope window_rope_, compress_rope_;
 };

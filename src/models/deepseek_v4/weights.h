@@ -72,8 +72,9 @@ struct V4Weights {
   kernels::Weight embed;  // [V, H]
   std::vector<LayerWeights> layers;
   HcWeights hc_head;
-  std::vector<float> norm;  // [H]
-  kernels::Weight head;     // [V, H]
+  std::vector<float> norm;                     // [H]
+  kernels::Weight head;                        // [V, H]
+  size_t value_bytes = 0, resident_bytes = 0;  // the weights' values (and packed copies)
 };
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -1,0 +1,43 @@
+#include "models/deepseek_v4/kv_store.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mlaserve::models::deepseek_v4 {
+
+SequenceCache new_sequence_cache(const V4Config& cfg) {
+  SequenceCache cache;
+  cache.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
+  for (LayerCache& layer : cache.layers)
+    layer.window.resize(static_cast<size_t>(cfg.window_values()));
+  return cache;
+}
+
+V4KvCapacity kv_capacity(const V4Config& cfg, int64_t budget_bytes, int64_t max_sequences) {
+  V4KvCapacity c;
+  double per_token = 0;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    per_token += cfg.kv_values_per_token(l) * 4;
+    c.bytes_per_sequence += (cfg.window_values() + cfg.compressor_state_floats(l)) * 4;
+  }
+  c.bytes_per_token = static_cast<int64_t>(std::ceil(per_token));
+  const int64_t left = budget_bytes - max_sequences * c.bytes_per_sequence;
+  c.tokens = left > 0 ? left / std::max<int64_t>(1, c.bytes_per_token) : 0;
+  return c;
+}
+
+SequenceCache& V4KvStore::sequence(const model::SequenceStep& step) {
+  if (step.n_cached == 0) return caches_[step.id] = new_sequence_cache(cfg_);
+  const auto it = caches_.find(step.id);
+  if (it == caches_.end() || it->second.n_tokens != step.n_cached) {
+    fail(
+        "internal: request {} runs after {} cached tokens, but DeepSeek-V4's store holds {} of "
+        "it (a shared prefix? V4 runs without the radix cache)",
+        step.id, step.n_cached, it == caches_.end() ? 0 : it->second.n_tokens);
+  }
+  return it->second;
+}
+
+}  // namespace mlaserve::models::deepseek_v4

@@ -1,0 +1,47 @@
+#include "models/registry.h"
+
+#include "core/error.h"
+#include "model/config_reader.h"
+#include "model/deepseek.h"
+#include "models/deepseek_v4/model.h"
+
+namespace mlaserve::models {
+
+bool ModelCard::fp8_checkpoint() const {
+  return deepseek ? deepseek->fp8_block_quantized : deepseek_v4->fp8_block_quantized;
+}
+
+ModelCard read_model_card(const std::filesystem::path& model_dir) {
+  const auto path = model_dir / "config.json";
+  const nlohmann::json j = model::read_json_file(path);
+  ModelCard card;
+  if (j.is_object() && j.value("model_type", nlohmann::json()) == "deepseek_v4") {
+    card.family = Family::DeepseekV4;
+    const auto& c = card.deepseek_v4.emplace(deepseek_v4::V4Config::load(model_dir));
+    card.info = {"deepseek_v4",   c.vocab_size,  c.hidden_size, c.max_position_embeddings,
+                 c.eos_token_ids, c.bos_token_id};
+    return card;
+  }
+  const auto& c = card.deepseek.emplace(model::ModelConfig::load(model_dir));
+  card.info = {c.model_type,    c.vocab_size,  c.hidden_size, c.max_position_embeddings,
+               c.eos_token_ids, c.bos_token_id};
+  return card;
+}
+
+std::unique_ptr<model::Model> load_model(const ModelCard& card,
+                                         const std::filesystem::path& model_dir,
+                                         const model::WeightFormat& format,
+                                         const model::RankLayout& layout, bool with_mtp) {
+  if (card.family == Family::DeepseekV4) {
+    if (with_mtp) {
+      fail(
+          "{}: DeepSeek-V4's multi-token-prediction block is not served yet (no speculative "
+          "decoding for deepseek_v4)",
+          (model_dir / "config.json").string());
+    }
+    return std::make_unique<deepseek_v4::DeepseekV4Model>(model_dir, format, layout);
+  }
+  return std::make_unique<model::DeepseekModel>(model_dir, format, layout, with_mtp);
+}
+
+}  // namespace mlaserve::models
