@@ -302,6 +302,19 @@ bool indexer_scores_in_bf16(const IndexerTopk& shape, const KvRows& keys);
 void indexer_topk(const IndexerTopk& shape, const float* q, const float* weights,
                   const KvRows& keys, const int32_t* kv_slots, int32_t* selected, int32_t* counts);
 
+// ---- DeepSeek-V4 attention -------------------------------------------------------------
+// One query token's heads over a gathered set of MQA rows (DeepSeek-V4: its window's raw rows
+// and the compressed entries it reads), each row both key and value, with a sink logit per head
+// in the softmax's denominator: out[h] = Σ_j p_hj row_j, p_h = softmax over (scale · q_h · row_j
+// for every j) and sink[h] (whose value is 0). q: [n_heads, dim]; rows: n_rows pointers to dim
+// floats; out: [n_heads, dim]. With no rows, out is 0.
+struct SinkAttention {
+  int64_t n_heads, dim, n_rows;
+  float scale;
+};
+void sink_attention(const SinkAttention& shape, const float* q, const float* const* rows,
+                    const float* sink, float* out);
+
 // ---- MLA attention ---------------------------------------------------------------------
 // Absorbed path (decode and extend over a cached prefix): one KV head of dim d_latent+d_rope.
 // q: [n_q, n_heads, d_latent + d_rope] (q_nope already multiplied by W_UK, q_pe roped).

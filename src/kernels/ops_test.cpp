@@ -584,6 +584,35 @@ void check_absorbed(const AbsorbedCase& c, const std::vector<int32_t>& slots, in
   EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance);
 }
 
+// DeepSeek-V4's attention with sinks: head counts that do and do not fill the 4-row tiles, row
+// counts around the 32-row block (none: the sink takes everything), rows in any order.
+TEST(SinkAttention, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  struct Case {
+    int64_t heads, dim, rows;
+  };
+  for (const Case& c : {Case{16, 512, 300}, Case{3, 64, 1}, Case{4, 64, 0}, Case{5, 80, 33},
+                        Case{1, 16, 32}, Case{16, 512, 64}}) {
+    const std::vector<float> q = random_values(static_cast<size_t>(c.heads * c.dim), 3);
+    const std::vector<float> storage = random_values(static_cast<size_t>(2 * c.rows * c.dim), 4);
+    const std::vector<float> sink = random_values(static_cast<size_t>(c.heads), 5, -2.0f, 2.0f);
+    std::vector<const float*> rows;
+    for (int64_t j = 0; j < c.rows; ++j)
+      rows.push_back(storage.data() + ((j * 7) % (2 * c.rows)) * c.dim);
+    const SinkAttention shape{c.heads, c.dim, c.rows, 0.3f};
+    std::vector<float> expected(q.size(), NAN), actual(q.size(), NAN);
+    ref::sink_attention(shape, q.data(), rows.data(), sink.data(), expected.data());
+    sink_attention(shape, q.data(), rows.data(), sink.data(), actual.data());
+    if (c.rows == 0) {
+      EXPECT_EQ(actual, std::vector<float>(q.size(), 0.0f));
+      continue;
+    }
+    expect_not_all_zero(expected);
+    EXPECT_LE(relative_error(actual, expected, 1.0), kF32Tolerance)
+        << c.heads << " heads of " << c.dim << ", " << c.rows << " rows";
+  }
+}
+
 // Odd head counts, latent and rope widths (row tails of the decode and the score tiles), single
 // kv rows, kv counts around the 32-row block and several query tokens over a cached prefix.
 const AbsorbedCase kAbsorbedCases[] = {

@@ -159,6 +159,25 @@ void route_given(const float* logits, const RouterSpec& spec, const int32_t* exp
   combine_weights(router_scores(logits, spec), spec, experts, weights);
 }
 
+void sink_attention(const SinkAttention& s, const float* q, const float* const* rows,
+                    const float* sink, float* out) {
+  std::vector<float> p(static_cast<size_t>(s.n_rows + 1));
+  for (int64_t h = 0; h < s.n_heads; ++h) {
+    const float* qh = q + h * s.dim;
+    for (int64_t j = 0; j < s.n_rows; ++j) {
+      float dot = 0.0f;
+      for (int64_t k = 0; k < s.dim; ++k) dot += qh[k] * rows[j][k];
+      p[static_cast<size_t>(j)] = dot * s.scale;
+    }
+    p[static_cast<size_t>(s.n_rows)] = sink[h];
+    softmax(p.data(), s.n_rows + 1);
+    float* o = out + h * s.dim;
+    std::fill(o, o + s.dim, 0.0f);
+    for (int64_t j = 0; j < s.n_rows; ++j)
+      for (int64_t k = 0; k < s.dim; ++k) o[k] += p[static_cast<size_t>(j)] * rows[j][k];
+  }
+}
+
 void mla_attention_absorbed(const AbsorbedAttention& s, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out) {
   const int64_t d_qk = s.d_latent + s.d_rope;

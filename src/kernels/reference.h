@@ -16,6 +16,8 @@ void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
 void route(const float* logits, const RouterSpec& spec, int32_t* expert_ids, float* weights);
 void route_given(const float* logits, const RouterSpec& spec, const int32_t* experts,
                  float* weights);
+void sink_attention(const SinkAttention& shape, const float* q, const float* const* rows,
+                    const float* sink, float* out);
 void mla_attention_absorbed(const AbsorbedAttention& shape, const float* q, const KvRows& kv,
                             const int32_t* kv_slots, float* out);
 void mla_attention_prefill(const PrefillAttention& shape, const float* q, const float* k,

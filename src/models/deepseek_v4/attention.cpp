@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/parallel.h"
 #include "models/deepseek_v4/compressor.h"
 #include "models/deepseek_v4/model.h"
 
@@ -12,45 +13,23 @@ namespace mlaserve::models::deepseek_v4 {
 
 namespace {
 
-// The rows a query attends: pointers to d floats each.
-using Rows = std::vector<const float*>;
-
-// o [d] = Σ_j p_j row_j with p = softmax over (q · row_j · scale) and the sink's logit (value 0).
-void attend(const float* q, const Rows& rows, int64_t d, float scale, float sink, float* o) {
-  std::vector<float> logits(rows.size() + 1);
-  for (size_t j = 0; j < rows.size(); ++j) {
-    float dot = 0.0f;
-    for (int64_t k = 0; k < d; ++k) dot += q[k] * rows[j][k];
-    logits[j] = dot * scale;
+// The lightning indexer's choice for one query over the first `visible` compressed entries: the
+// min(topk, visible) of highest score Σ_h w_h · relu(q_h · key_e), ties to the earlier entry
+// (kernels::indexer_topk, as V3.2's indexer scores its keys).
+void select_entries(const float* q, const float* weights, const std::vector<float>& keys,
+                    int64_t visible, int64_t heads, int64_t dim, int64_t topk,
+                    std::vector<int32_t>& selected) {
+  thread_local std::vector<int32_t> identity;
+  if (static_cast<int64_t>(identity.size()) < visible) {
+    identity.resize(static_cast<size_t>(visible));
+    std::iota(identity.begin(), identity.end(), 0);
   }
-  logits.back() = sink;
-  kernels::softmax(logits.data(), static_cast<int64_t>(logits.size()));
-  std::fill(o, o + d, 0.0f);
-  for (size_t j = 0; j < rows.size(); ++j)
-    for (int64_t k = 0; k < d; ++k) o[k] += logits[j] * rows[j][k];
-}
-
-// The lightning indexer's choice for a query: the min(topk, visible) entries of highest
-// score Σ_h w_h · relu(q_h · key_e), ties to the earlier entry.
-std::vector<int64_t> select_entries(const float* q, const float* weights, const float* keys,
-                                    int64_t visible, int64_t heads, int64_t dim, int64_t topk) {
-  std::vector<float> score(static_cast<size_t>(visible), 0.0f);
-  for (int64_t e = 0; e < visible; ++e) {
-    for (int64_t h = 0; h < heads; ++h) {
-      float dot = 0.0f;
-      for (int64_t k = 0; k < dim; ++k) dot += q[h * dim + k] * keys[e * dim + k];
-      score[static_cast<size_t>(e)] += weights[h] * std::max(dot, 0.0f);
-    }
-  }
-  std::vector<int64_t> order(static_cast<size_t>(visible));
-  std::iota(order.begin(), order.end(), 0);
-  const auto k = std::min(topk, visible);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
-    const float sa = score[static_cast<size_t>(a)], sb = score[static_cast<size_t>(b)];
-    return sa > sb || (sa == sb && a < b);
-  });
-  order.resize(static_cast<size_t>(k));
-  return order;
+  selected.resize(static_cast<size_t>(topk));
+  int32_t count = 0;
+  const KvRows rows{KvDtype::Float32, dim, keys.data(), nullptr};
+  kernels::indexer_topk({1, heads, dim, visible, topk}, q, weights, rows, identity.data(),
+                        selected.data(), &count);
+  selected.resize(static_cast<size_t>(count));
 }
 
 }  // namespace
@@ -73,14 +52,35 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   std::vector<float> kv(static_cast<size_t>(n * d));
   kernels::matmul(x, n, w.wkv, kv.data());
   kernels::rms_norm(kv.data(), w.kv_norm.data(), n, d, eps, kv.data());
-  std::vector<float> o(static_cast<size_t>(n * nh * d));
+  // Each sequence's compressors take its new tokens and each query gathers the rows it reads.
+  std::vector<std::vector<const float*>> rows(static_cast<size_t>(n));
+  std::vector<int64_t> positions(static_cast<size_t>(n));
   for (const SequenceRows& s : seqs) {
     for (int64_t t = s.row; t < s.row + s.n; ++t) {
-      const int64_t pos = s.first + t - s.row;
+      const int64_t pos = positions[static_cast<size_t>(t)] = s.first + t - s.row;
       for (int64_t h = 0; h < nh; ++h) rope.apply(q.data() + (t * nh + h) * d, d, pos);
       rope.apply(kv.data() + t * d, d, pos);
     }
-    attend_sequence(w, layer, s, x, qr.data(), q.data(), kv.data(), o.data());
+    gather_rows(w, layer, s, x, qr.data(), kv.data(), rows);
+  }
+  // Every query of the step at once: attention with the sinks, the output de-rotated at the
+  // query's position.
+  std::vector<float> o(static_cast<size_t>(n * nh * d));
+  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  kernels::for_each_item(n, n > 1, [&](int64_t t) {
+    const auto& r = rows[static_cast<size_t>(t)];
+    float* ot = o.data() + t * nh * d;
+    kernels::sink_attention({nh, d, static_cast<int64_t>(r.size()), scale}, q.data() + t * nh * d,
+                            r.data(), w.sink.data(), ot);
+    for (int64_t h = 0; h < nh; ++h)
+      rope.apply(ot + h * d, d, positions[static_cast<size_t>(t)], true);
+  });
+  // The new rows join the windows only now: the queries above read the rows they replace.
+  const int64_t W = cfg_.sliding_window;
+  for (const SequenceRows& s : seqs) {
+    LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
+    for (int64_t t = 0; t < s.n; ++t)
+      std::copy_n(kv.data() + (s.row + t) * d, d, cache.window.data() + ((s.first + t) % W) * d);
   }
 
   // Grouped low-rank output: z_g = wo_a[g] · o_g for each group of heads, out = wo_b · z.
@@ -97,19 +97,17 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   kernels::matmul(z.data(), n, w.wo_b, out);
 }
 
-void DeepseekV4Model::attend_sequence(const AttentionWeights& w, int64_t layer,
-                                      const SequenceRows& s, const float* x, const float* qr,
-                                      const float* q, const float* kv, float* o) const {
-  const int64_t nh = cfg_.num_attention_heads, d = cfg_.head_dim, W = cfg_.sliding_window;
+void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
+                                  const float* x, const float* qr, const float* kv,
+                                  std::vector<std::vector<const float*>>& rows) const {
+  const int64_t d = cfg_.head_dim, W = cfg_.sliding_window;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
   const LayerKind kind = cfg_.layer_kind(layer);
   const Rope& rope = layer_rope(layer);
   LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
   x += s.row * cfg_.hidden_size;
   qr += s.row * cfg_.q_lora_rank;
-  q += s.row * nh * d;
   kv += s.row * d;
-  o += s.row * nh * d;
   // The raw row of a position the sequence's queries may see: a new one, or the ring's
   // (positions from first - W + 1 on, which the new rows overwrite only after every query has
   // read them).
@@ -132,32 +130,21 @@ void DeepseekV4Model::attend_sequence(const AttentionWeights& w, int64_t layer,
     for (int64_t r = 0; r < s.n * ih; ++r)
       rope.apply(index_q.data() + r * id, id, s.first + r / ih);
   }
-
-  // Each query's rows, then attention per head; outputs de-rotated at the query's position.
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  Rows rows;
+  std::vector<int32_t> selected;
   for (int64_t t = 0; t < s.n; ++t) {
     const int64_t pos = s.first + t;
-    rows.clear();
-    for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p) rows.push_back(raw_row(p));
-    if (kind != LayerKind::Window) {
-      const int64_t visible = (pos + 1) / cfg_.compress_ratio(layer);
-      if (kind == LayerKind::Hca) {
-        for (int64_t e = 0; e < visible; ++e) rows.push_back(cache.entries.data() + e * d);
-      } else {
-        for (int64_t e : select_entries(index_q.data() + t * ih * id, index_w.data() + t * ih,
-                                        cache.index_keys.data(), visible, ih, id, cfg_.index_topk))
-          rows.push_back(cache.entries.data() + e * d);
-      }
+    auto& r = rows[static_cast<size_t>(s.row + t)];
+    for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p) r.push_back(raw_row(p));
+    if (kind == LayerKind::Window) continue;
+    const int64_t visible = (pos + 1) / cfg_.compress_ratio(layer);
+    if (kind == LayerKind::Hca) {
+      for (int64_t e = 0; e < visible; ++e) r.push_back(cache.entries.data() + e * d);
+      continue;
     }
-    for (int64_t h = 0; h < nh; ++h) {
-      float* oh = o + (t * nh + h) * d;
-      attend(q + (t * nh + h) * d, rows, d, scale, w.sink[static_cast<size_t>(h)], oh);
-      rope.apply(oh, d, pos, true);
-    }
+    select_entries(index_q.data() + t * ih * id, index_w.data() + t * ih, cache.index_keys, visible,
+                   ih, id, cfg_.index_topk, selected);
+    for (int32_t e : selected) r.push_back(cache.entries.data() + static_cast<int64_t>(e) * d);
   }
-  for (int64_t t = 0; t < s.n; ++t)
-    std::copy(kv + t * d, kv + (t + 1) * d, cache.window.data() + ((s.first + t) % W) * d);
 }
 
 }  // namespace mlaserve::models::deepseek_v4

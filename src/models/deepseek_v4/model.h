@@ -71,10 +71,12 @@ class DeepseekV4Model : public model::Model {
   };
   void attention(const LayerWeights& w, int64_t layer, const float* x,
                  std::span<const SequenceRows> seqs, int64_t n, float* out) const;
-  // One sequence's attention outputs o [n, nh, d] from its queries q and rows kv ([n, d]).
-  void attend_sequence(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
-                       const float* x, const float* qr, const float* q, const float* kv,
-                       float* o) const;
+  // One sequence's part of a layer's attention before the queries run: its compressors take
+  // its new tokens (x: the step's rows, qr their q latents, kv their roped rows), and each of its
+  // queries lists the rows it reads into rows[its step row].
+  void gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s, const float* x,
+                   const float* qr, const float* kv,
+                   std::vector<std::vector<const float*>>& rows) const;
   void moe(const MoeWeights& w, int64_t layer, const float* x, const int32_t* tokens, int64_t n,
            float* out) const;
 
