@@ -10,6 +10,7 @@
 
 #include "model/safetensors.h"
 #include "models/deepseek_v4/config.h"
+#include "models/deepseek_v4/footprint.h"
 #include "models/deepseek_v4/hyper_connections.h"
 #include "models/deepseek_v4/model.h"
 #include "models/deepseek_v4/random_model.h"
@@ -251,6 +252,21 @@ TEST_F(V4Forward, ABatchOfSequencesEqualsEachAlone) {
     }
   }
   EXPECT_EQ(row * static_cast<size_t>(V), batched.size());
+}
+
+// The footprint the planner computes from the config alone is what the loader holds, for the
+// released formats (FP8 blocks, FP4 experts) and for a bf16 checkpoint, in float32 and bf16.
+TEST_F(V4Forward, FootprintFromTheConfigEqualsTheLoadedWeights) {
+  for (const bool released : {true, false}) {
+    const auto dir = make(released);
+    for (const kernels::WeightType dtype : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
+      const DeepseekV4Model model(dir, model::WeightFormat(dtype));
+      const model::WeightFormat format =
+          model::resolve_weight_format(dtype, model.config().fp8_block_quantized);
+      EXPECT_EQ(weight_value_bytes(model.config(), format), model.weight_value_bytes())
+          << (released ? "released" : "bf16") << " model in " << kernels::weight_type_name(dtype);
+    }
+  }
 }
 
 // A checkpoint missing a tensor the config implies, or with a scale of the wrong shape, is a

@@ -31,6 +31,7 @@ class Reader {
 
   // Float32 parameters: norms, biases, hyper-connection and sink parameters, ape.
   std::vector<float> values(const std::string& name, int64_t n) const {
+    counted(n * 4);
     return loader_.vector(name, n);
   }
   Weight f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
@@ -38,6 +39,7 @@ class Reader {
   }
   std::vector<float> matrix_values(const std::string& name, int64_t rows, int64_t cols) const {
     const Weight w = loader_.matrix_f32(name, rows, cols);
+    counted(rows * cols * 4);
     return {w.f32(), w.f32() + rows * cols};
   }
   // tid2eid: I64 (as released) or I32 [V, top_k], every id an expert.
@@ -60,6 +62,7 @@ class Reader {
         fail("{}: '{}' names expert {} (of {})", t.file, name, id, cfg_.n_routed_experts);
       ids[i] = static_cast<int32_t>(id);
     }
+    counted(static_cast<int64_t>(ids.size()) * 4);
     return ids;
   }
 
@@ -71,12 +74,16 @@ class Reader {
     loader_.copy_block(name, rows, cols, {row_begin, held, 0, cols}, w, 0);
     return w;
   }
+  void counted(int64_t bytes) const {
+    value_bytes_ += static_cast<size_t>(bytes);
+    resident_bytes_ += static_cast<size_t>(bytes);
+  }
   // The kernels' packed copy made, the weight's bytes counted; keep_rows: the row-major values
   // stay even where the packed copy serves every product (the embedding is read by rows).
   Weight prepared(Weight w, bool keep_rows = false) const {
     kernels::prepare(w);
-    if (!keep_rows) kernels::drop_row_major_if_unneeded(w);
     value_bytes_ += w.bytes();
+    if (!keep_rows) kernels::drop_row_major_if_unneeded(w);
     resident_bytes_ += w.bytes() + w.packed_bytes;
     return w;
   }

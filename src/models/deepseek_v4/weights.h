@@ -72,9 +72,10 @@ struct V4Weights {
   kernels::Weight embed;  // [V, H]
   std::vector<LayerWeights> layers;
   HcWeights hc_head;
-  std::vector<float> norm;                     // [H]
-  kernels::Weight head;                        // [V, H]
-  size_t value_bytes = 0, resident_bytes = 0;  // the weights' values (and packed copies)
+  std::vector<float> norm;  // [H]
+  kernels::Weight head;     // [V, H]
+  // Everything above: values and scales (and with the kernels' packed copies).
+  size_t value_bytes = 0, resident_bytes = 0;
 };
 
 }  // namespace mlaserve::models::deepseek_v4
