@@ -99,7 +99,6 @@ json expect_batched_equals_alone(const std::string& flags, const std::vector<Gen
 TEST_F(DeepseekV4Serving, ConcurrentRequestsEqualTheirAloneOutputs) {
   const json status = expect_batched_equals_alone(
       "--model " + model().string() + " --chunked-prefill-size 64", mixed_jobs(32));
-  EXPECT_EQ(status["requests_finished"], 64);
   EXPECT_GT(status["mixed_steps"].get<int64_t>(), 0) << status.dump();
 }
 
