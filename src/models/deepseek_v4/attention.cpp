@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/scratch.h"
 #include "kernels/parallel.h"
 #include "models/deepseek_v4/compressor.h"
 #include "models/deepseek_v4/model.h"
@@ -42,35 +43,38 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   const Rope& rope = layer_rope(layer);
 
   // q: [n, nh, d] from the q latent, each head RMS-normalised (no weight), RoPE on its last dims.
-  std::vector<float> qr(static_cast<size_t>(n * ql)), q(static_cast<size_t>(n * nh * d));
-  kernels::matmul(x, n, w.wq_a, qr.data());
-  kernels::rms_norm(qr.data(), w.q_norm.data(), n, ql, eps, qr.data());
-  kernels::matmul(qr.data(), n, w.wq_b, q.data());
+  // Scratch kept across steps (core/scratch.h): a step allocates and page-faults nothing.
+  thread_local std::vector<float> qr_buf, q_buf, kv_buf, o_buf, og_buf, zg_buf, z_buf;
+  float* qr = take(qr_buf, n * ql);
+  float* q = take(q_buf, n * nh * d);
+  kernels::matmul(x, n, w.wq_a, qr);
+  kernels::rms_norm(qr, w.q_norm.data(), n, ql, eps, qr);
+  kernels::matmul(qr, n, w.wq_b, q);
   const std::vector<float> unit(static_cast<size_t>(d), 1.0f);
-  kernels::rms_norm(q.data(), unit.data(), n * nh, d, eps, q.data());
+  kernels::rms_norm(q, unit.data(), n * nh, d, eps, q);
   // kv: [n, d], one row per token, key and value of every head.
-  std::vector<float> kv(static_cast<size_t>(n * d));
-  kernels::matmul(x, n, w.wkv, kv.data());
-  kernels::rms_norm(kv.data(), w.kv_norm.data(), n, d, eps, kv.data());
+  float* kv = take(kv_buf, n * d);
+  kernels::matmul(x, n, w.wkv, kv);
+  kernels::rms_norm(kv, w.kv_norm.data(), n, d, eps, kv);
   // Each sequence's compressors take its new tokens and each query gathers the rows it reads.
   std::vector<std::vector<const float*>> rows(static_cast<size_t>(n));
   std::vector<int64_t> positions(static_cast<size_t>(n));
   for (const SequenceRows& s : seqs) {
     for (int64_t t = s.row; t < s.row + s.n; ++t) {
       const int64_t pos = positions[static_cast<size_t>(t)] = s.first + t - s.row;
-      for (int64_t h = 0; h < nh; ++h) rope.apply(q.data() + (t * nh + h) * d, d, pos);
-      rope.apply(kv.data() + t * d, d, pos);
+      for (int64_t h = 0; h < nh; ++h) rope.apply(q + (t * nh + h) * d, d, pos);
+      rope.apply(kv + t * d, d, pos);
     }
-    gather_rows(w, layer, s, x, qr.data(), kv.data(), rows);
+    gather_rows(w, layer, s, x, qr, kv, rows);
   }
   // Every query of the step at once: attention with the sinks, the output de-rotated at the
   // query's position.
-  std::vector<float> o(static_cast<size_t>(n * nh * d));
+  float* o = take(o_buf, n * nh * d);
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   kernels::for_each_item(n, n > 1, [&](int64_t t) {
     const auto& r = rows[static_cast<size_t>(t)];
-    float* ot = o.data() + t * nh * d;
-    kernels::sink_attention({nh, d, static_cast<int64_t>(r.size()), scale}, q.data() + t * nh * d,
+    float* ot = o + t * nh * d;
+    kernels::sink_attention({nh, d, static_cast<int64_t>(r.size()), scale}, q + t * nh * d,
                             r.data(), w.sink.data(), ot);
     for (int64_t h = 0; h < nh; ++h)
       rope.apply(ot + h * d, d, positions[static_cast<size_t>(t)], true);
@@ -80,21 +84,21 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   for (const SequenceRows& s : seqs) {
     LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
     for (int64_t t = 0; t < s.n; ++t)
-      std::copy_n(kv.data() + (s.row + t) * d, d, cache.window.data() + ((s.first + t) % W) * d);
+      std::copy_n(kv + (s.row + t) * d, d, cache.window.data() + ((s.first + t) % W) * d);
   }
 
   // Grouped low-rank output: z_g = wo_a[g] · o_g for each group of heads, out = wo_b · z.
   const int64_t groups = cfg_.o_groups, group_in = nh * d / groups, rank = cfg_.o_lora_rank;
-  std::vector<float> og(static_cast<size_t>(n * group_in)), zg(static_cast<size_t>(n * rank));
-  std::vector<float> z(static_cast<size_t>(n * groups * rank));
+  float* og = take(og_buf, n * group_in);
+  float* zg = take(zg_buf, n * rank);
+  float* z = take(z_buf, n * groups * rank);
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t = 0; t < n; ++t)
-      std::copy_n(o.data() + t * nh * d + g * group_in, group_in, og.data() + t * group_in);
-    kernels::matmul(og.data(), n, w.wo_a[static_cast<size_t>(g)], zg.data());
-    for (int64_t t = 0; t < n; ++t)
-      std::copy_n(zg.data() + t * rank, rank, z.data() + (t * groups + g) * rank);
+      std::copy_n(o + t * nh * d + g * group_in, group_in, og + t * group_in);
+    kernels::matmul(og, n, w.wo_a[static_cast<size_t>(g)], zg);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(zg + t * rank, rank, z + (t * groups + g) * rank);
   }
-  kernels::matmul(z.data(), n, w.wo_b, out);
+  kernels::matmul(z, n, w.wo_b, out);
 }
 
 void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
@@ -116,19 +120,19 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
   };
   if (w.compressor)
     compress(*w.compressor, rope, eps, x, s.n, s.first, cache.kv_state, cache.entries);
-  std::vector<float> index_q, index_w;
+  thread_local std::vector<float> index_q_buf, index_w_buf;
+  float *index_q = nullptr, *index_w = nullptr;
   const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
   if (w.indexer) {
     compress(w.indexer->compressor, rope, eps, x, s.n, s.first, cache.index_state,
              cache.index_keys);
-    index_q.resize(static_cast<size_t>(s.n * ih * id));
-    index_w.resize(static_cast<size_t>(s.n * ih));
-    kernels::matmul(qr, s.n, w.indexer->wq_b, index_q.data());
-    kernels::matmul(x, s.n, w.indexer->weights_proj, index_w.data());
+    index_q = take(index_q_buf, s.n * ih * id);
+    index_w = take(index_w_buf, s.n * ih);
+    kernels::matmul(qr, s.n, w.indexer->wq_b, index_q);
+    kernels::matmul(x, s.n, w.indexer->weights_proj, index_w);
     const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
-    for (float& v : index_w) v *= scale;
-    for (int64_t r = 0; r < s.n * ih; ++r)
-      rope.apply(index_q.data() + r * id, id, s.first + r / ih);
+    for (int64_t i = 0; i < s.n * ih; ++i) index_w[i] *= scale;
+    for (int64_t r = 0; r < s.n * ih; ++r) rope.apply(index_q + r * id, id, s.first + r / ih);
   }
   std::vector<int32_t> selected;
   for (int64_t t = 0; t < s.n; ++t) {
@@ -141,8 +145,8 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
       for (int64_t e = 0; e < visible; ++e) r.push_back(cache.entries.data() + e * d);
       continue;
     }
-    select_entries(index_q.data() + t * ih * id, index_w.data() + t * ih, cache.index_keys, visible,
-                   ih, id, cfg_.index_topk, selected);
+    select_entries(index_q + t * ih * id, index_w + t * ih, cache.index_keys, visible, ih, id,
+                   cfg_.index_topk, selected);
     for (int32_t e : selected) r.push_back(cache.entries.data() + static_cast<int64_t>(e) * d);
   }
 }

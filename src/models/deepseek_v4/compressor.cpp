@@ -1,5 +1,7 @@
 #include "models/deepseek_v4/compressor.h"
 
+#include "core/scratch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,9 +31,11 @@ void SoftmaxSum::value(float* out) const {
 void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* x, int64_t n,
               int64_t first, CompressorState& state, std::vector<float>& entries) {
   const int64_t r = w.ratio, D = w.dim, width = w.width();
-  std::vector<float> kv(static_cast<size_t>(n * width)), score(kv.size());
-  kernels::matmul(x, n, w.wkv, kv.data());
-  kernels::matmul(x, n, w.wgate, score.data());
+  thread_local std::vector<float> kv_buf, score_buf;  // scratch kept across steps
+  float* kv = take(kv_buf, n * width);
+  float* score = take(score_buf, n * width);
+  kernels::matmul(x, n, w.wkv, kv);
+  kernels::matmul(x, n, w.wgate, score);
   if (first == 0) {
     state.own.reset(D);
     state.next.reset(D);
@@ -41,11 +45,11 @@ void compress(const CompressorWeights& w, const Rope& rope, float eps, const flo
   const int64_t own_column = w.overlap ? D : 0;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = first + t;
-    float* s = score.data() + t * width;
+    float* s = score + t * width;
     const float* ape = w.ape.data() + (pos % r) * width;
     for (int64_t k = 0; k < width; ++k) s[k] += ape[k];
-    state.own.add(s + own_column, kv.data() + t * width + own_column);
-    if (w.overlap) state.next.add(s, kv.data() + t * width);
+    state.own.add(s + own_column, kv + t * width + own_column);
+    if (w.overlap) state.next.add(s, kv + t * width);
     if (pos % r != r - 1) continue;
     // The window is complete: its entry, normalised and rotated to the window's first position.
     entries.resize(entries.size() + static_cast<size_t>(D));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include "core/error.h"
 #include "core/numeric.h"
+#include "core/scratch.h"
 
 #include <numeric>
 
@@ -74,19 +75,17 @@ std::vector<float> DeepseekV4Model::forward(const model::StepInput& in, model::K
 
 namespace {
 
-// The embedding rows of tokens, copied into each of the hc streams: X [n, hc, H].
-std::vector<float> embed_streams(const V4Config& c, const kernels::Weight& table,
-                                 const std::vector<int32_t>& tokens) {
+// The embedding rows of tokens, copied into each of the hc streams: x [n, hc, H].
+void embed_streams(const V4Config& c, const kernels::Weight& table,
+                   const std::vector<int32_t>& tokens, float* x) {
   const int64_t H = c.hidden_size, hc = c.hc_mult;
-  std::vector<float> x(tokens.size() * static_cast<size_t>(hc * H));
   for (size_t t = 0; t < tokens.size(); ++t) {
     if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
       fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
-    float* row = x.data() + t * static_cast<size_t>(hc * H);
+    float* row = x + t * static_cast<size_t>(hc * H);
     for (int64_t k = 0; k < H; ++k) row[k] = table.at(tokens[t], k);
     for (int64_t i = 1; i < hc; ++i) std::memcpy(row + i * H, row, static_cast<size_t>(H) * 4);
   }
-  return x;
 }
 
 }  // namespace
@@ -107,11 +106,12 @@ std::vector<float> DeepseekV4Model::forward(std::span<const SequenceInput> seqs)
 std::vector<float> DeepseekV4Model::logits(const std::vector<float>& h,
                                            std::span<const int64_t> rows) const {
   const int64_t H = cfg_.hidden_size;
-  std::vector<float> picked(rows.size() * static_cast<size_t>(H));
+  thread_local std::vector<float> picked_buf;
+  float* picked = take(picked_buf, static_cast<int64_t>(rows.size()) * H);
   for (size_t i = 0; i < rows.size(); ++i)
-    std::copy_n(h.data() + rows[i] * H, H, picked.data() + i * static_cast<size_t>(H));
+    std::copy_n(h.data() + rows[i] * H, H, picked + i * static_cast<size_t>(H));
   std::vector<float> out(rows.size() * static_cast<size_t>(cfg_.vocab_size));
-  kernels::matmul(picked.data(), static_cast<int64_t>(rows.size()), w_.head, out.data());
+  kernels::matmul(picked, static_cast<int64_t>(rows.size()), w_.head, out.data());
   return out;
 }
 
@@ -130,25 +130,29 @@ std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs) 
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
   }
   const auto n = static_cast<int64_t>(tokens.size());
-  std::vector<float> X = embed_streams(cfg_, w_.embed, tokens);
-  std::vector<float> x(static_cast<size_t>(n * H)), y(x.size());
+  // The residual streams and the sublayers' input and output: scratch kept across steps.
+  thread_local std::vector<float> streams_buf, x_buf, y_buf;
+  float* X = take(streams_buf, n * cfg_.hc_mult * H);
+  float* x = take(x_buf, n * H);
+  float* y = take(y_buf, n * H);
+  embed_streams(cfg_, w_.embed, tokens, X);
   HcMix mix;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
-    hc_pre(cfg_, w.hc_attn, X.data(), n, x.data(), mix);
-    kernels::rms_norm(x.data(), w.attn_norm.data(), n, H, eps, x.data());
-    attention(w, l, x.data(), rows, n, y.data());
-    hc_post(cfg_, mix, y.data(), n, X.data());
+    hc_pre(cfg_, w.hc_attn, X, n, x, mix);
+    kernels::rms_norm(x, w.attn_norm.data(), n, H, eps, x);
+    attention(w, l, x, rows, n, y);
+    hc_post(cfg_, mix, y, n, X);
 
-    hc_pre(cfg_, w.hc_ffn, X.data(), n, x.data(), mix);
-    kernels::rms_norm(x.data(), w.ffn_norm.data(), n, H, eps, x.data());
-    moe(w.ffn, l, x.data(), tokens.data(), n, y.data());
-    hc_post(cfg_, mix, y.data(), n, X.data());
+    hc_pre(cfg_, w.hc_ffn, X, n, x, mix);
+    kernels::rms_norm(x, w.ffn_norm.data(), n, H, eps, x);
+    moe(w.ffn, l, x, tokens.data(), n, y);
+    hc_post(cfg_, mix, y, n, X);
   }
   for (const SequenceRows& s : rows) s.cache->n_tokens += s.n;
-  hc_head(cfg_, w_.hc_head, X.data(), n, x.data());
-  kernels::rms_norm(x.data(), w_.norm.data(), n, H, eps, x.data());
-  return x;
+  hc_head(cfg_, w_.hc_head, X, n, x);
+  kernels::rms_norm(x, w_.norm.data(), n, H, eps, x);
+  return {x, x + n * H};
 }
 
 }  // namespace mlaserve::models::deepseek_v4

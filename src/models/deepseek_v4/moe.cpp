@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/scratch.h"
 #include "models/deepseek_v4/model.h"
 
 namespace mlaserve::models::deepseek_v4 {
@@ -13,10 +14,12 @@ namespace {
 // out [m, H] = w2 · (silu(min(g, L)) · clamp(u, -L, L)), g = w1 x, u = w3 x (L = 0: no clamp).
 void expert_forward(const ExpertWeights& w, const float* x, int64_t m, float limit, float* out) {
   const int64_t I = w.w1.rows();
-  std::vector<float> g(static_cast<size_t>(m * I)), u(g.size());
-  kernels::matmul(x, m, w.w1, g.data());
-  kernels::matmul(x, m, w.w3, u.data());
-  for (size_t i = 0; i < g.size(); ++i) {
+  thread_local std::vector<float> g_buf, u_buf;  // scratch kept across steps
+  float* g = take(g_buf, m * I);
+  float* u = take(u_buf, m * I);
+  kernels::matmul(x, m, w.w1, g);
+  kernels::matmul(x, m, w.w3, u);
+  for (int64_t i = 0; i < m * I; ++i) {
     float gate = g[i], up = u[i];
     if (limit > 0) {
       gate = std::min(gate, limit);
@@ -24,7 +27,7 @@ void expert_forward(const ExpertWeights& w, const float* x, int64_t m, float lim
     }
     g[i] = gate / (1.0f + std::exp(-gate)) * up;
   }
-  kernels::matmul(g.data(), m, w.w2, out);
+  kernels::matmul(g, m, w.w2, out);
 }
 
 }  // namespace
@@ -33,43 +36,42 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
                           int64_t n, float* out) const {
   const int64_t H = cfg_.hidden_size, E = cfg_.n_routed_experts, k = cfg_.router.top_k;
   const auto limit = static_cast<float>(cfg_.swiglu_limit);
-  std::vector<float> logits(static_cast<size_t>(n * E));
-  kernels::matmul(x, n, w.gate, logits.data());
-  std::vector<int32_t> ids(static_cast<size_t>(n * k));
-  std::vector<float> weights(ids.size());
+  thread_local std::vector<float> logits_buf, weights_buf, rows_buf, y_buf;
+  thread_local std::vector<int32_t> ids_buf;
+  float* logits = take(logits_buf, n * E);
+  kernels::matmul(x, n, w.gate, logits);
+  int32_t* ids = take(ids_buf, n * k);
+  float* weights = take(weights_buf, n * k);
   kernels::RouterSpec spec = cfg_.router;
   spec.correction_bias = w.bias.data();
   for (int64_t t = 0; t < n; ++t) {
-    const float* l = logits.data() + t * E;
-    int32_t* chosen = ids.data() + t * k;
+    const float* l = logits + t * E;
+    int32_t* chosen = ids + t * k;
     if (cfg_.hash_routed(layer)) {
       std::copy_n(w.tid2eid.data() + static_cast<int64_t>(tokens[t]) * k, k, chosen);
-      kernels::route_given(l, spec, chosen, weights.data() + t * k);
+      kernels::route_given(l, spec, chosen, weights + t * k);
     } else {
-      kernels::route(l, spec, chosen, weights.data() + t * k);
+      kernels::route(l, spec, chosen, weights + t * k);
     }
   }
   // Shared expert for every row, then each routed expert over the rows that chose it.
   std::fill(out, out + n * H, 0.0f);
   if (w.shared) expert_forward(*w.shared, x, n, limit, out);
-  std::vector<float> rows, y;
-  std::vector<std::pair<int64_t, float>> picks;  // (row, weight)
+  thread_local std::vector<std::pair<int64_t, float>> picks;  // (row, weight)
   for (int64_t e = 0; e < E; ++e) {
     picks.clear();
     for (int64_t i = 0; i < n * k; ++i)
-      if (ids[static_cast<size_t>(i)] == e)
-        picks.emplace_back(i / k, weights[static_cast<size_t>(i)]);
+      if (ids[i] == e) picks.emplace_back(i / k, weights[i]);
     if (picks.empty()) continue;
     const auto m = static_cast<int64_t>(picks.size());
-    rows.resize(static_cast<size_t>(m * H));
-    y.resize(rows.size());
+    float* rows = take(rows_buf, m * H);
+    float* y = take(y_buf, m * H);
     for (int64_t i = 0; i < m; ++i)
-      std::copy_n(x + picks[static_cast<size_t>(i)].first * H, H, rows.data() + i * H);
-    expert_forward(w.experts[static_cast<size_t>(e)], rows.data(), m, limit, y.data());
+      std::copy_n(x + picks[static_cast<size_t>(i)].first * H, H, rows + i * H);
+    expert_forward(w.experts[static_cast<size_t>(e)], rows, m, limit, y);
     for (int64_t i = 0; i < m; ++i) {
       const auto [row, weight] = picks[static_cast<size_t>(i)];
-      for (int64_t c = 0; c < H; ++c)
-        out[row * H + c] += weight * y[static_cast<size_t>(i * H + c)];
+      for (int64_t c = 0; c < H; ++c) out[row * H + c] += weight * y[i * H + c];
     }
   }
 }
