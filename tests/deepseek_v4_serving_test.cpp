@@ -102,6 +102,13 @@ TEST_F(DeepseekV4Serving, ConcurrentRequestsEqualTheirAloneOutputs) {
   EXPECT_GT(status["mixed_steps"].get<int64_t>(), 0) << status.dump();
 }
 
+// The same with the KV rows in bf16 (a server's default under --dtype bfloat16).
+TEST_F(DeepseekV4Serving, ConcurrentRequestsOverABf16CacheEqualTheirAloneOutputs) {
+  expect_batched_equals_alone("--model " + model().string() +
+                                  " --kv-cache-dtype bfloat16 --chunked-prefill-size 64",
+                              mixed_jobs(16));
+}
+
 // 400 tokens of KV against ~24 x 100 of demand: requests are retracted, start over and finish
 // unchanged.
 TEST_F(DeepseekV4Serving, RetractionKeepsOutputs) {

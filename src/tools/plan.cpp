@@ -126,8 +126,11 @@ void plan_deepseek_v4(const PlanOptions& o, const models::deepseek_v4::V4Config&
   const double usable = o.machines.usable_bytes_per_rank();
   const int64_t per_rank_requests =
       (o.workload.concurrency + o.machines.ranks() - 1) / o.machines.ranks();
+  const KvDtype kv_dtype = o.model.kv_dtype();
+  if (kv_dtype == KvDtype::Fp8E4m3)
+    fail("plan: DeepSeek-V4 keeps its KV rows in float32 or bfloat16 (--kv-cache-dtype)");
   const auto kv = models::deepseek_v4::kv_capacity(
-      c, static_cast<int64_t>(std::max(0.0, usable - static_cast<double>(weights))),
+      c, kv_dtype, static_cast<int64_t>(std::max(0.0, usable - static_cast<double>(weights))),
       per_rank_requests);
   const bool fits =
       static_cast<double>(weights) < usable && kv.tokens >= per_rank_requests * o.workload.context;
@@ -161,12 +164,13 @@ void plan_deepseek_v4(const PlanOptions& o, const models::deepseek_v4::V4Config&
       o.machines.hosts, o.machines.sockets_per_host, o.mem_per_host_gib, usable / kGiB,
       o.machines.ranks());
   std::printf(
-      "weights per rank:  %.1f GiB\nKV (float32 rows): %lld B per token of compressed entries, "
+      "weights per rank:  %.1f GiB\nKV (%s rows):    %lld B per token of compressed entries, "
       "%.1f MiB per running request (windows, compressor state)\nKV per rank:       %lld tokens "
       "beside %lld running requests' fixed parts; the workload needs %lld\ndecode:            "
       "%.2f GB streamed per token: %.1f ms at --mem-bandwidth %.0f GB/s (compute and attention "
       "left out)\n\n",
-      static_cast<double>(weights) / kGiB, static_cast<long long>(kv.bytes_per_token),
+      static_cast<double>(weights) / kGiB, std::string(kv_dtype_name(kv_dtype)).c_str(),
+      static_cast<long long>(kv.bytes_per_token),
       static_cast<double>(kv.bytes_per_sequence) / (1 << 20), static_cast<long long>(kv.tokens),
       static_cast<long long>(per_rank_requests),
       static_cast<long long>(per_rank_requests * o.workload.context), decode_bytes / 1e9,

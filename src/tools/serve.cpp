@@ -88,11 +88,14 @@ void resolve_defaults(ServeOptions& o) {
 }
 
 // DeepSeek-V4 keeps a window and compressor state per running request and compressed entries per
-// token (float32 for now); the budget holds max_running requests' fixed parts first.
+// token; the budget holds max_running requests' fixed parts first.
 parallel::KvCapacity deepseek_v4_capacity(const ServeOptions& o,
                                           const models::deepseek_v4::V4Config& cfg,
                                           int64_t max_running) {
-  const auto c = models::deepseek_v4::kv_capacity(cfg, o.kv_cache_mib << 20, max_running);
+  if (o.model.kv_dtype() == KvDtype::Fp8E4m3)
+    fail("--kv-cache-dtype fp8_e4m3: DeepSeek-V4 keeps its KV rows in float32 or bfloat16");
+  const auto c =
+      models::deepseek_v4::kv_capacity(cfg, o.model.kv_dtype(), o.kv_cache_mib << 20, max_running);
   if (c.tokens < 1) {
     fail(
         "--kv-cache-memory {} MiB does not hold {} DeepSeek-V4 requests' windows and compressor "
@@ -100,9 +103,10 @@ parallel::KvCapacity deepseek_v4_capacity(const ServeOptions& o,
         o.kv_cache_mib, max_running, static_cast<double>(c.bytes_per_sequence) / (1 << 20));
   }
   spdlog::info(
-      "serve: deepseek_v4 KV in float32: {} bytes per token of compressed entries, {:.1f} MiB "
-      "per running request (windows, compressor state); runs without the radix prefix cache",
-      c.bytes_per_token, static_cast<double>(c.bytes_per_sequence) / (1 << 20));
+      "serve: deepseek_v4 KV in {}: {} bytes per token of compressed entries, {:.1f} MiB per "
+      "running request (windows, compressor state); runs without the radix prefix cache",
+      kv_dtype_name(o.model.kv_dtype()), c.bytes_per_token,
+      static_cast<double>(c.bytes_per_sequence) / (1 << 20));
   return {c.bytes_per_token, 0, c.tokens, c.tokens};
 }
 
@@ -118,8 +122,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   if (kv.per_rank_tokens < 1)
     fail("--kv-cache-memory {} MiB holds no token ({} bytes per token)", o.kv_cache_mib,
          kv.bytes_per_token);
-  // What the store keeps its rows in (DeepSeek-V4's: float32 whatever --kv-cache-dtype says).
-  const KvDtype kv_dtype = card.deepseek_v4 ? KvDtype::Float32 : o.model.kv_dtype();
+  const KvDtype kv_dtype = o.model.kv_dtype();
   sched::EngineOptions e;
   e.kv_tokens_per_group = kv.per_rank_tokens;
   if (o.max_total_tokens > 0) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/numeric.h"
 #include "core/scratch.h"
 #include "kernels/parallel.h"
 #include "models/deepseek_v4/compressor.h"
@@ -17,9 +18,8 @@ namespace {
 // The lightning indexer's choice for one query over the first `visible` compressed entries: the
 // min(topk, visible) of highest score Σ_h w_h · relu(q_h · key_e), ties to the earlier entry
 // (kernels::indexer_topk, as V3.2's indexer scores its keys).
-void select_entries(const float* q, const float* weights, const std::vector<float>& keys,
-                    int64_t visible, int64_t heads, int64_t dim, int64_t topk,
-                    std::vector<int32_t>& selected) {
+void select_entries(const float* q, const float* weights, const RowStore& keys, int64_t visible,
+                    int64_t heads, int64_t dim, int64_t topk, std::vector<int32_t>& selected) {
   thread_local std::vector<int32_t> identity;
   if (static_cast<int64_t>(identity.size()) < visible) {
     identity.resize(static_cast<size_t>(visible));
@@ -27,10 +27,16 @@ void select_entries(const float* q, const float* weights, const std::vector<floa
   }
   selected.resize(static_cast<size_t>(topk));
   int32_t count = 0;
-  const KvRows rows{KvDtype::Float32, dim, keys.data(), nullptr};
-  kernels::indexer_topk({1, heads, dim, visible, topk}, q, weights, rows, identity.data(),
+  kernels::indexer_topk({1, heads, dim, visible, topk}, q, weights, keys.view(), identity.data(),
                         selected.data(), &count);
   selected.resize(static_cast<size_t>(count));
+}
+
+// A new row as the cache will hold it, so that the step's queries read what later steps will
+// (prefill, chunks and decode then see the same rows).
+void round_to(KvDtype dtype, float* row, int64_t dim) {
+  if (dtype == KvDtype::Float32) return;
+  for (int64_t k = 0; k < dim; ++k) row[k] = bf16_to_f32(f32_to_bf16(row[k]));
 }
 
 }  // namespace
@@ -59,13 +65,18 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   // Each sequence's compressors take its new tokens and each query gathers the rows it reads.
   std::vector<std::vector<const float*>> rows(static_cast<size_t>(n));
   std::vector<int64_t> positions(static_cast<size_t>(n));
-  for (const SequenceRows& s : seqs) {
+  // Each sequence's stored rows (ring, entries) as float32, for its queries to read.
+  thread_local std::vector<std::vector<float>> decoded;
+  if (decoded.size() < seqs.size()) decoded.resize(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SequenceRows& s = seqs[i];
     for (int64_t t = s.row; t < s.row + s.n; ++t) {
       const int64_t pos = positions[static_cast<size_t>(t)] = s.first + t - s.row;
       for (int64_t h = 0; h < nh; ++h) rope.apply(q + (t * nh + h) * d, d, pos);
       rope.apply(kv + t * d, d, pos);
+      round_to(s.cache->layers[static_cast<size_t>(layer)].window.dtype(), kv + t * d, d);
     }
-    gather_rows(w, layer, s, x, qr, kv, rows);
+    gather_rows(w, layer, s, x, qr, kv, decoded[i], rows);
   }
   // Every query of the step at once: attention with the sinks, the output de-rotated at the
   // query's position.
@@ -83,8 +94,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   const int64_t W = cfg_.sliding_window;
   for (const SequenceRows& s : seqs) {
     LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
-    for (int64_t t = 0; t < s.n; ++t)
-      std::copy_n(kv + (s.row + t) * d, d, cache.window.data() + ((s.first + t) % W) * d);
+    for (int64_t t = 0; t < s.n; ++t) cache.window.put((s.first + t) % W, kv + (s.row + t) * d);
   }
 
   // Grouped low-rank output: z_g = wo_a[g] · o_g for each group of heads, out = wo_b · z.
@@ -103,6 +113,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
 
 void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
                                   const float* x, const float* qr, const float* kv,
+                                  std::vector<float>& decoded,
                                   std::vector<std::vector<const float*>>& rows) const {
   const int64_t d = cfg_.head_dim, W = cfg_.sliding_window;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -116,10 +127,16 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
   // (positions from first - W + 1 on, which the new rows overwrite only after every query has
   // read them).
   auto raw_row = [&](int64_t pos) -> const float* {
-    return pos >= s.first ? kv + (pos - s.first) * d : cache.window.data() + (pos % W) * d;
+    return pos >= s.first ? kv + (pos - s.first) * d : decoded.data() + (pos % W) * d;
   };
   if (w.compressor)
     compress(*w.compressor, rope, eps, x, s.n, s.first, cache.kv_state, cache.entries);
+  // The ring's rows, then every entry, decoded once for all of the sequence's queries.
+  const int64_t n_entries = cache.entries.rows();
+  decoded.resize(static_cast<size_t>((W + n_entries) * d));
+  cache.window.read(0, W, decoded.data());
+  cache.entries.read(0, n_entries, decoded.data() + W * d);
+  const float* entries = decoded.data() + W * d;
   thread_local std::vector<float> index_q_buf, index_w_buf;
   float *index_q = nullptr, *index_w = nullptr;
   const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
@@ -142,12 +159,12 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
     if (kind == LayerKind::Window) continue;
     const int64_t visible = (pos + 1) / cfg_.compress_ratio(layer);
     if (kind == LayerKind::Hca) {
-      for (int64_t e = 0; e < visible; ++e) r.push_back(cache.entries.data() + e * d);
+      for (int64_t e = 0; e < visible; ++e) r.push_back(entries + e * d);
       continue;
     }
     select_entries(index_q + t * ih * id, index_w + t * ih, cache.index_keys, visible, ih, id,
                    cfg_.index_topk, selected);
-    for (int32_t e : selected) r.push_back(cache.entries.data() + static_cast<int64_t>(e) * d);
+    for (int32_t e : selected) r.push_back(entries + static_cast<int64_t>(e) * d);
   }
 }
 

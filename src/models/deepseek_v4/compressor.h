@@ -13,8 +13,8 @@
 namespace mlaserve::models::deepseek_v4 {
 
 // Feeds the rows x [n, H] of positions [first, first + n), the tokens after those `state` has
-// seen, and appends every entry they complete to `entries` ([*, D]).
+// seen, and appends every entry they complete to `entries` (rows of D).
 void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* x, int64_t n,
-              int64_t first, CompressorState& state, std::vector<float>& entries);
+              int64_t first, CompressorState& state, RowStore& entries);
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -191,26 +191,41 @@ TEST_F(V4Forward, DecodeAndChunksEqualPrefill) {
   const DeepseekV4Model model(make(true), model::WeightFormat(kernels::WeightType::F32));
   const std::vector<int32_t> ids = prompt(140, model.config().vocab_size, 5);
   const int64_t V = model.config().vocab_size;
-  SequenceCache whole = model.new_cache();
-  const std::vector<float> want = model.forward(ids, whole);
-  for (const size_t chunk : {size_t{1}, size_t{13}}) {
-    SequenceCache cache = model.new_cache();
-    std::vector<float> got;
-    for (size_t begin = 0; begin < ids.size(); begin += chunk) {
-      const std::vector<int32_t> part(
-          ids.begin() + static_cast<int64_t>(begin),
-          ids.begin() + static_cast<int64_t>(std::min(ids.size(), begin + chunk)));
-      const std::vector<float> l = model.forward(part, cache);
-      got.insert(got.end(), l.begin(), l.end());
-    }
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t t = 0; t < ids.size(); ++t) {
-      const std::vector<double> row(want.begin() + static_cast<int64_t>(t) * V,
-                                    want.begin() + static_cast<int64_t>(t + 1) * V);
-      EXPECT_LT(relative_l2(got.data() + t * static_cast<size_t>(V), row), 1e-5)
-          << "chunks of " << chunk << ", position " << t;
+  for (const KvDtype dtype : {KvDtype::Float32, KvDtype::BFloat16}) {
+    SequenceCache whole = model.new_cache(dtype);
+    const std::vector<float> want = model.forward(ids, whole);
+    for (const size_t chunk : {size_t{1}, size_t{13}}) {
+      SequenceCache cache = model.new_cache(dtype);
+      std::vector<float> got;
+      for (size_t begin = 0; begin < ids.size(); begin += chunk) {
+        const std::vector<int32_t> part(
+            ids.begin() + static_cast<int64_t>(begin),
+            ids.begin() + static_cast<int64_t>(std::min(ids.size(), begin + chunk)));
+        const std::vector<float> l = model.forward(part, cache);
+        got.insert(got.end(), l.begin(), l.end());
+      }
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t t = 0; t < ids.size(); ++t) {
+        const std::vector<double> row(want.begin() + static_cast<int64_t>(t) * V,
+                                      want.begin() + static_cast<int64_t>(t + 1) * V);
+        EXPECT_LT(relative_l2(got.data() + t * static_cast<size_t>(V), row), 1e-5)
+            << kv_dtype_name(dtype) << " cache, chunks of " << chunk << ", position " << t;
+      }
     }
   }
+}
+
+// A bf16 cache (the rows a server keeps by default) moves the logits little from float32's.
+TEST_F(V4Forward, Bf16CacheStaysNearFloat32) {
+  const DeepseekV4Model model(make(true), model::WeightFormat(kernels::WeightType::F32));
+  const std::vector<int32_t> ids = prompt(200, model.config().vocab_size, 9);
+  SequenceCache exact = model.new_cache(KvDtype::Float32),
+                rounded = model.new_cache(KvDtype::BFloat16);
+  const std::vector<float> want = model.forward(ids, exact), got = model.forward(ids, rounded);
+  const std::vector<double> last(want.end() - model.config().vocab_size, want.end());
+  const double error = relative_l2(got.data() + got.size() - last.size(), last);
+  EXPECT_LT(error, 1e-2);
+  EXPECT_GT(error, 0.0);  // the rows were rounded
 }
 
 // A step of several sequences (a decode, a chunk after a cached prefix, a first prefill) gives

@@ -7,20 +7,25 @@
 
 namespace mlaserve::models::deepseek_v4 {
 
-SequenceCache new_sequence_cache(const V4Config& cfg) {
+SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype) {
   SequenceCache cache;
   cache.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
-  for (LayerCache& layer : cache.layers)
-    layer.window.resize(static_cast<size_t>(cfg.window_values()));
+  for (LayerCache& layer : cache.layers) {
+    layer.window = RowStore(dtype, cfg.head_dim, cfg.sliding_window);
+    layer.entries = RowStore(dtype, cfg.head_dim);
+    layer.index_keys = RowStore(dtype, std::max<int64_t>(1, cfg.index_head_dim));
+  }
   return cache;
 }
 
-V4KvCapacity kv_capacity(const V4Config& cfg, int64_t budget_bytes, int64_t max_sequences) {
+V4KvCapacity kv_capacity(const V4Config& cfg, KvDtype dtype, int64_t budget_bytes,
+                         int64_t max_sequences) {
   V4KvCapacity c;
+  const int64_t value_bytes = kv_value_bytes(dtype);
   double per_token = 0;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    per_token += cfg.kv_values_per_token(l) * 4;
-    c.bytes_per_sequence += (cfg.window_values() + cfg.compressor_state_floats(l)) * 4;
+    per_token += cfg.kv_values_per_token(l) * static_cast<double>(value_bytes);
+    c.bytes_per_sequence += cfg.window_values() * value_bytes + cfg.compressor_state_floats(l) * 4;
   }
   c.bytes_per_token = static_cast<int64_t>(std::ceil(per_token));
   const int64_t left = budget_bytes - max_sequences * c.bytes_per_sequence;
@@ -29,7 +34,7 @@ V4KvCapacity kv_capacity(const V4Config& cfg, int64_t budget_bytes, int64_t max_
 }
 
 SequenceCache& V4KvStore::sequence(const model::SequenceStep& step) {
-  if (step.n_cached == 0) return caches_[step.id] = new_sequence_cache(cfg_);
+  if (step.n_cached == 0) return caches_[step.id] = new_sequence_cache(cfg_, dtype_);
   const auto it = caches_.find(step.id);
   if (it == caches_.end() || it->second.n_tokens != step.n_cached) {
     fail(

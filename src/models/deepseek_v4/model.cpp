@@ -38,13 +38,15 @@ DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::Weight
       window_rope_(cfg_, false),
       compress_rope_(cfg_, true) {}
 
-SequenceCache DeepseekV4Model::new_cache() const {
-  return new_sequence_cache(cfg_);
+SequenceCache DeepseekV4Model::new_cache(KvDtype dtype) const {
+  return new_sequence_cache(cfg_, dtype);
 }
 
 std::unique_ptr<model::KvStore> DeepseekV4Model::new_kv_store(int64_t capacity_tokens,
-                                                              KvDtype) const {
-  return std::make_unique<V4KvStore>(cfg_, capacity_tokens);
+                                                              KvDtype dtype) const {
+  if (dtype == KvDtype::Fp8E4m3)
+    fail("DeepSeek-V4 keeps its KV rows in float32 or bfloat16 (--kv-cache-dtype), not fp8_e4m3");
+  return std::make_unique<V4KvStore>(cfg_, capacity_tokens, dtype);
 }
 
 std::string DeepseekV4Model::weight_format_description() const {

@@ -37,7 +37,7 @@ class DeepseekV4Model : public model::Model {
                   const model::RankLayout& layout = model::RankLayout::single());
 
   const V4Config& config() const { return cfg_; }
-  SequenceCache new_cache() const;
+  SequenceCache new_cache(KvDtype dtype = KvDtype::Float32) const;
 
   // model::Model: the runtime's steps over a V4KvStore.
   const model::ModelInfo& info() const override { return info_; }
@@ -72,10 +72,11 @@ class DeepseekV4Model : public model::Model {
   void attention(const LayerWeights& w, int64_t layer, const float* x,
                  std::span<const SequenceRows> seqs, int64_t n, float* out) const;
   // One sequence's part of a layer's attention before the queries run: its compressors take
-  // its new tokens (x: the step's rows, qr their q latents, kv their roped rows), and each of its
-  // queries lists the rows it reads into rows[its step row].
+  // its new tokens (x: the step's rows, qr their q latents, kv their roped rows), its stored
+  // rows are decoded into `decoded`, and each of its queries lists the rows it reads (there or
+  // in kv) into rows[its step row].
   void gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s, const float* x,
-                   const float* qr, const float* kv,
+                   const float* qr, const float* kv, std::vector<float>& decoded,
                    std::vector<std::vector<const float*>>& rows) const;
   void moe(const MoeWeights& w, int64_t layer, const float* x, const int32_t* tokens, int64_t n,
            float* out) const;

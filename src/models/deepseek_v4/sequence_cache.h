@@ -1,11 +1,13 @@
 // What DeepSeek-V4 keeps of a sequence between steps, per layer: the raw rows of the last
 // `sliding_window` tokens (a ring), the compressed entries made so far (and CSA's indexer keys),
-// and each compressor's unfinished window as running softmax sums. One sequence, float32 rows:
-// the paged pool of row kinds for the server comes next.
+// and each compressor's unfinished window as running softmax sums. Rows are stored in the
+// cache's dtype (float32 or bf16); the running sums stay float32.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "core/kv_dtype.h"
 
 namespace mlaserve::models::deepseek_v4 {
 
@@ -29,10 +31,30 @@ struct CompressorState {
   SoftmaxSum own, next;
 };
 
+// Rows of `dim` values in a KV dtype (float32 or bf16): written as float32, read back as such.
+class RowStore {
+ public:
+  RowStore() = default;
+  RowStore(KvDtype dtype, int64_t dim, int64_t rows = 0);
+  int64_t rows() const { return static_cast<int64_t>(bytes_.size()) / row_bytes_; }
+  int64_t dim() const { return dim_; }
+  KvDtype dtype() const { return dtype_; }
+  void append(const float* row);
+  void put(int64_t i, const float* row);
+  void read(int64_t first, int64_t n, float* out) const;  // rows [first, first + n) as float32
+  KvRows view() const { return {dtype_, dim_, bytes_.data(), nullptr}; }
+  size_t bytes() const { return bytes_.size(); }
+
+ private:
+  KvDtype dtype_ = KvDtype::Float32;
+  int64_t dim_ = 0, row_bytes_ = 1;
+  std::vector<uint8_t> bytes_;
+};
+
 struct LayerCache {
-  std::vector<float> window;      // [sliding_window, d]: the row of position p at p % window
-  std::vector<float> entries;     // [entries, d]
-  std::vector<float> index_keys;  // [entries, index_head_dim] (CSA)
+  RowStore window;      // [sliding_window, d]: the row of position p at p % window
+  RowStore entries;     // [entries, d]
+  RowStore index_keys;  // [entries, index_head_dim] (CSA)
   CompressorState kv_state, index_state;
 };
 
