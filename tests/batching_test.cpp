@@ -19,43 +19,6 @@ using nlohmann::json;
 
 using Job = GenerateJob;
 
-// BOS and 3..142 tokens of brown-tiny's vocabulary; 4..24 new tokens.
-std::vector<Job> mixed_jobs(int n) {
-  std::vector<Job> jobs;
-  for (int i = 0; i < n; ++i) {
-    Job job{{0}, 4 + (i * 7) % 21};
-    for (int j = 0; j < 3 + (i * 29) % 140; ++j)
-      job.prompt.push_back(100 + (i * 37 + j * 11) % 3900);
-    jobs.push_back(job);
-  }
-  return jobs;
-}
-
-std::vector<std::vector<int>> run_concurrently(const ServerProcess& server,
-                                               const std::vector<Job>& jobs) {
-  std::vector<std::vector<int>> outputs;
-  for (const json& answer : generate_concurrently(server, jobs))
-    outputs.push_back(answer.value("output_ids", std::vector<int>{}));
-  return outputs;
-}
-
-// Each job alone (one at a time), then all at once after /flush_cache; returns the engine status.
-json expect_batched_equals_alone(const std::string& flags, const std::vector<Job>& jobs) {
-  ServerProcess server(flags);
-  EXPECT_GT(server.port(), 0);
-  if (server.port() == 0) return {};
-  std::vector<std::vector<int>> alone;
-  for (const Job& job : jobs) alone.push_back(server.generate(job.prompt, job.max_new));
-  const json empty = json::object();
-  server.call("/flush_cache", &empty);
-  const std::vector<std::vector<int>> batched = run_concurrently(server, jobs);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(alone[i].size(), static_cast<size_t>(jobs[i].max_new)) << "request " << i;
-    EXPECT_EQ(batched[i], alone[i]) << "request " << i << " with " << flags;
-  }
-  return server.call("/get_server_info")["engine"];
-}
-
 TEST(Batching, SixtyFourMixedRequestsEqualTheirAloneOutputsSingleRank) {
   const json status = expect_batched_equals_alone("", mixed_jobs(64));
   EXPECT_EQ(status["requests_finished"], 128);
@@ -95,9 +58,9 @@ void expect_long_prompts_beside_decodes_equal_alone(const std::string& flags) {
   const std::vector<Job> short_jobs(jobs.begin(), jobs.begin() + 4);
   const std::vector<Job> long_jobs(jobs.begin() + 4, jobs.end());
   auto decoding =
-      std::async(std::launch::async, [&] { return run_concurrently(server, short_jobs); });
+      std::async(std::launch::async, [&] { return outputs_concurrently(server, short_jobs); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::vector<std::vector<int>> long_outputs = run_concurrently(server, long_jobs);
+  const std::vector<std::vector<int>> long_outputs = outputs_concurrently(server, long_jobs);
   const std::vector<std::vector<int>> short_outputs = decoding.get();
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(short_outputs[i], alone[i]) << "short request " << i;

@@ -68,33 +68,6 @@ TEST_F(DeepseekV4Serving, EvalMatchesTheFloat64Reference) {
   }
 }
 
-std::vector<GenerateJob> mixed_jobs(int n) {
-  std::vector<GenerateJob> jobs;
-  for (int i = 0; i < n; ++i) {
-    GenerateJob job{{0}, 4 + (i * 7) % 21};
-    for (int j = 0; j < 3 + (i * 29) % 140; ++j)
-      job.prompt.push_back(100 + (i * 37 + j * 11) % 3900);
-    jobs.push_back(job);
-  }
-  return jobs;
-}
-
-// Each job alone, then all at once; the engine's status after.
-json expect_batched_equals_alone(const std::string& flags, const std::vector<GenerateJob>& jobs) {
-  ServerProcess server(flags);
-  EXPECT_GT(server.port(), 0);
-  if (server.port() == 0) return {};
-  std::vector<std::vector<int>> alone;
-  for (const GenerateJob& job : jobs) alone.push_back(server.generate(job.prompt, job.max_new));
-  const std::vector<json> batched = generate_concurrently(server, jobs);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(alone[i].size(), static_cast<size_t>(jobs[i].max_new)) << "request " << i;
-    EXPECT_EQ(batched[i].value("output_ids", std::vector<int>{}), alone[i])
-        << "request " << i << " with " << flags;
-  }
-  return server.call("/get_server_info")["engine"];
-}
-
 // 32 concurrent requests, prompts chunked 64 tokens at a time beside the decodes.
 TEST_F(DeepseekV4Serving, ConcurrentRequestsEqualTheirAloneOutputs) {
   const json status = expect_batched_equals_alone(
@@ -104,9 +77,9 @@ TEST_F(DeepseekV4Serving, ConcurrentRequestsEqualTheirAloneOutputs) {
 
 // The same with the KV rows in bf16 (a server's default under --dtype bfloat16).
 TEST_F(DeepseekV4Serving, ConcurrentRequestsOverABf16CacheEqualTheirAloneOutputs) {
-  expect_batched_equals_alone("--model " + model().string() +
-                                  " --kv-cache-dtype bfloat16 --chunked-prefill-size 64",
-                              mixed_jobs(16));
+  expect_batched_equals_alone(
+      "--model " + model().string() + " --kv-cache-dtype bfloat16 --chunked-prefill-size 64",
+      mixed_jobs(16));
 }
 
 // 400 tokens of KV against ~24 x 100 of demand: requests are retracted, start over and finish

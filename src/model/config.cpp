@@ -53,6 +53,21 @@ std::shared_ptr<pcre2_match_context> match_limits() {
 
 using nlohmann::json;
 
+CommonShape read_common_shape(const ConfigReader& c) {
+  CommonShape s;
+  s.vocab_size = c.positive("vocab_size");
+  s.hidden_size = c.positive("hidden_size");
+  s.num_hidden_layers = c.positive("num_hidden_layers");
+  s.num_nextn_predict_layers = c.optional<int64_t>("num_nextn_predict_layers", 0);
+  if (s.num_nextn_predict_layers < 0 || s.num_nextn_predict_layers > 1) {
+    fail("{}: num_nextn_predict_layers {} is not supported (0 or 1, as DeepSeek-V3 and V4)",
+         c.origin(), s.num_nextn_predict_layers);
+  }
+  s.max_position_embeddings = c.positive("max_position_embeddings");
+  s.rms_norm_eps = c.optional<double>("rms_norm_eps", 1e-6);
+  return s;
+}
+
 std::optional<YarnScaling> read_yarn(const ConfigReader& c) {
   if (!c.present("rope_scaling")) return std::nullopt;
   const json& rs = c.raw("rope_scaling");
@@ -293,17 +308,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
          origin, cfg.model_type);
   }
   check_supported(c);
-  cfg.vocab_size = c.positive("vocab_size");
-  cfg.hidden_size = c.positive("hidden_size");
-  cfg.num_hidden_layers = c.positive("num_hidden_layers");
-  cfg.num_nextn_predict_layers = c.optional<int64_t>("num_nextn_predict_layers", 0);
-  if (cfg.num_nextn_predict_layers < 0 || cfg.num_nextn_predict_layers > 1) {
-    fail("{}: num_nextn_predict_layers {} is not supported (0 or 1, as DeepSeek-V3)", origin,
-         cfg.num_nextn_predict_layers);
-  }
+  read_common_shape(c, cfg);
   cfg.num_attention_heads = c.positive("num_attention_heads");
-  cfg.max_position_embeddings = c.positive("max_position_embeddings");
-  cfg.rms_norm_eps = c.optional<double>("rms_norm_eps", 1e-6);
 
   cfg.q_lora_rank = c.optional<int64_t>("q_lora_rank", 0);
   cfg.kv_lora_rank = c.positive("kv_lora_rank");

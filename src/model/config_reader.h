@@ -65,6 +65,26 @@ class ConfigReader {
   std::string origin_;
 };
 
+// The keys every DeepSeek family's config shares.
+struct CommonShape {
+  int64_t vocab_size = 0, hidden_size = 0, num_hidden_layers = 0;
+  int64_t num_nextn_predict_layers = 0;  // the MTP layer: 0 or 1
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+};
+CommonShape read_common_shape(const ConfigReader& c);
+// Reads them into a family's config (which names the fields alike).
+template <typename Config>
+void read_common_shape(const ConfigReader& c, Config& cfg) {
+  const CommonShape s = read_common_shape(c);
+  cfg.vocab_size = s.vocab_size;
+  cfg.hidden_size = s.hidden_size;
+  cfg.num_hidden_layers = s.num_hidden_layers;
+  cfg.num_nextn_predict_layers = s.num_nextn_predict_layers;
+  cfg.max_position_embeddings = s.max_position_embeddings;
+  cfg.rms_norm_eps = s.rms_norm_eps;
+}
+
 // rope_scaling of type yarn (or deepseek_yarn); none without rope_scaling.
 std::optional<YarnScaling> read_yarn(const ConfigReader& c);
 // The MoE router: num_experts_per_tok, scoring_func, topk_method, groups, normalisation, scale.

@@ -190,4 +190,40 @@ std::vector<nlohmann::json> generate_concurrently(const ServerProcess& server,
   return answers;
 }
 
+std::vector<std::vector<int>> outputs_concurrently(const ServerProcess& server,
+                                                   const std::vector<GenerateJob>& jobs) {
+  std::vector<std::vector<int>> outputs;
+  for (const nlohmann::json& answer : generate_concurrently(server, jobs))
+    outputs.push_back(answer.value("output_ids", std::vector<int>{}));
+  return outputs;
+}
+
+std::vector<GenerateJob> mixed_jobs(int n) {
+  std::vector<GenerateJob> jobs;
+  for (int i = 0; i < n; ++i) {
+    GenerateJob job{{0}, 4 + (i * 7) % 21};
+    for (int j = 0; j < 3 + (i * 29) % 140; ++j)
+      job.prompt.push_back(100 + (i * 37 + j * 11) % 3900);
+    jobs.push_back(job);
+  }
+  return jobs;
+}
+
+nlohmann::json expect_batched_equals_alone(const std::string& flags,
+                                           const std::vector<GenerateJob>& jobs) {
+  ServerProcess server(flags);
+  EXPECT_GT(server.port(), 0);
+  if (server.port() == 0) return {};
+  std::vector<std::vector<int>> alone;
+  for (const GenerateJob& job : jobs) alone.push_back(server.generate(job.prompt, job.max_new));
+  const nlohmann::json empty = nlohmann::json::object();
+  server.call("/flush_cache", &empty);
+  const std::vector<std::vector<int>> batched = outputs_concurrently(server, jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(alone[i].size(), static_cast<size_t>(jobs[i].max_new)) << "request " << i;
+    EXPECT_EQ(batched[i], alone[i]) << "request " << i << " with " << flags;
+  }
+  return server.call("/get_server_info")["engine"];
+}
+
 }  // namespace mlaserve::testing

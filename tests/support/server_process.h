@@ -114,5 +114,17 @@ struct GenerateJob {
 // job order.
 std::vector<nlohmann::json> generate_concurrently(const ServerProcess& server,
                                                   const std::vector<GenerateJob>& jobs);
+// generate_concurrently's output ids, in job order.
+std::vector<std::vector<int>> outputs_concurrently(const ServerProcess& server,
+                                                   const std::vector<GenerateJob>& jobs);
+
+// n jobs of BOS and 3..142 tokens of brown-tiny's vocabulary (ids 100..3999), 4..24 new tokens.
+std::vector<GenerateJob> mixed_jobs(int n);
+
+// On a server started with `flags`: each job alone (one at a time), then all at once after
+// /flush_cache; expects every job's tokens to be the same both times and returns the engine's
+// status after.
+nlohmann::json expect_batched_equals_alone(const std::string& flags,
+                                           const std::vector<GenerateJob>& jobs);
 
 }  // namespace mlaserve::testing

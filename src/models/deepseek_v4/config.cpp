@@ -163,16 +163,7 @@ V4Config V4Config::from_json(const json& j, const std::string& origin) {
   if (c.optional<bool>("tie_word_embeddings", false))
     fail("{}: tie_word_embeddings true is not supported for deepseek_v4", origin);
   V4Config cfg;
-  cfg.vocab_size = c.positive("vocab_size");
-  cfg.hidden_size = c.positive("hidden_size");
-  cfg.num_hidden_layers = c.positive("num_hidden_layers");
-  cfg.num_nextn_predict_layers = c.optional<int64_t>("num_nextn_predict_layers", 0);
-  if (cfg.num_nextn_predict_layers < 0 || cfg.num_nextn_predict_layers > 1) {
-    fail("{}: num_nextn_predict_layers {} is not supported (0 or 1)", origin,
-         cfg.num_nextn_predict_layers);
-  }
-  cfg.max_position_embeddings = c.positive("max_position_embeddings");
-  cfg.rms_norm_eps = c.optional<double>("rms_norm_eps", 1e-6);
+  model::read_common_shape(c, cfg);
   read_attention(c, cfg);
   read_compress_ratios(c, cfg);
   read_indexer(c, cfg);
