@@ -164,7 +164,7 @@ void plan_deepseek_v4(const PlanOptions& o, const models::deepseek_v4::V4Config&
       o.machines.hosts, o.machines.sockets_per_host, o.mem_per_host_gib, usable / kGiB,
       o.machines.ranks());
   std::printf(
-      "weights per rank:  %.1f GiB\nKV (%s rows):    %lld B per token of compressed entries, "
+      "weights per rank:  %.1f GiB\nKV (%s rows): %lld B per token of compressed entries, "
       "%.1f MiB per running request (windows, compressor state)\nKV per rank:       %lld tokens "
       "beside %lld running requests' fixed parts; the workload needs %lld\ndecode:            "
       "%.2f GB streamed per token: %.1f ms at --mem-bandwidth %.0f GB/s (compute and attention "

@@ -131,12 +131,6 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
   };
   if (w.compressor)
     compress(*w.compressor, rope, eps, x, s.n, s.first, cache.kv_state, cache.entries);
-  // The ring's rows, then every entry, decoded once for all of the sequence's queries.
-  const int64_t n_entries = cache.entries.rows();
-  decoded.resize(static_cast<size_t>((W + n_entries) * d));
-  cache.window.read(0, W, decoded.data());
-  cache.entries.read(0, n_entries, decoded.data() + W * d);
-  const float* entries = decoded.data() + W * d;
   thread_local std::vector<float> index_q_buf, index_w_buf;
   float *index_q = nullptr, *index_w = nullptr;
   const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
@@ -151,20 +145,45 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
     for (int64_t i = 0; i < s.n * ih; ++i) index_w[i] *= scale;
     for (int64_t r = 0; r < s.n * ih; ++r) rope.apply(index_q + r * id, id, s.first + r / ih);
   }
-  std::vector<int32_t> selected;
+  // The compressed entries each query reads: HCA's every visible one, CSA's the indexer's pick.
+  thread_local std::vector<std::vector<int32_t>> picks;
+  if (picks.size() < static_cast<size_t>(s.n)) picks.resize(static_cast<size_t>(s.n));
+  int64_t picked = 0;
+  for (int64_t t = 0; t < s.n && kind != LayerKind::Window; ++t) {
+    auto& p = picks[static_cast<size_t>(t)];
+    const int64_t visible = (s.first + t + 1) / cfg_.compress_ratio(layer);
+    if (kind == LayerKind::Hca) {
+      p.resize(static_cast<size_t>(visible));
+      std::iota(p.begin(), p.end(), 0);
+    } else {
+      select_entries(index_q + t * ih * id, index_w + t * ih, cache.index_keys, visible, ih, id,
+                     cfg_.index_topk, p);
+    }
+    picked += static_cast<int64_t>(p.size());
+  }
+  // The stored rows as float32: the ring's, then the entries, all of them when the queries read
+  // more rows than there are (a prompt), else only the picked ones (a decode at depth reads 512
+  // of CSA's thousands).
+  const int64_t n_entries = cache.entries.rows();
+  const bool all = picked >= n_entries;
+  decoded.resize(static_cast<size_t>((W + (all ? n_entries : picked)) * d));
+  cache.window.read(0, W, decoded.data());
+  float* entries = decoded.data() + W * d;
+  if (all) cache.entries.read(0, n_entries, entries);
+  int64_t slot = 0;
   for (int64_t t = 0; t < s.n; ++t) {
     const int64_t pos = s.first + t;
     auto& r = rows[static_cast<size_t>(s.row + t)];
     for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p) r.push_back(raw_row(p));
     if (kind == LayerKind::Window) continue;
-    const int64_t visible = (pos + 1) / cfg_.compress_ratio(layer);
-    if (kind == LayerKind::Hca) {
-      for (int64_t e = 0; e < visible; ++e) r.push_back(entries + e * d);
-      continue;
+    for (int32_t e : picks[static_cast<size_t>(t)]) {
+      if (all) {
+        r.push_back(entries + static_cast<int64_t>(e) * d);
+        continue;
+      }
+      cache.entries.read(e, 1, entries + slot * d);
+      r.push_back(entries + slot++ * d);
     }
-    select_entries(index_q + t * ih * id, index_w + t * ih, cache.index_keys, visible, ih, id,
-                   cfg_.index_topk, selected);
-    for (int32_t e : selected) r.push_back(entries + static_cast<int64_t>(e) * d);
   }
 }
 
