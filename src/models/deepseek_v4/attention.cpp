@@ -64,19 +64,23 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   kernels::rms_norm(kv, w.kv_norm.data(), n, d, eps, kv);
   // Each sequence's compressors take its new tokens and each query gathers the rows it reads.
   std::vector<std::vector<const float*>> rows(static_cast<size_t>(n));
-  std::vector<int64_t> positions(static_cast<size_t>(n));
+  // Each row's RoPE angles, computed once for its q heads, its row, its output and its index q.
+  thread_local std::vector<float> angles_buf;
+  float* angles = take(angles_buf, n * rope.angle_floats());
   // Each sequence's stored rows (ring, entries) as float32, for its queries to read.
   thread_local std::vector<std::vector<float>> decoded;
   if (decoded.size() < seqs.size()) decoded.resize(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SequenceRows& s = seqs[i];
     for (int64_t t = s.row; t < s.row + s.n; ++t) {
-      const int64_t pos = positions[static_cast<size_t>(t)] = s.first + t - s.row;
-      for (int64_t h = 0; h < nh; ++h) rope.apply(q + (t * nh + h) * d, d, pos);
-      rope.apply(kv + t * d, d, pos);
+      const int64_t pos = s.first + t - s.row;
+      float* cs = angles + t * rope.angle_floats();
+      rope.angles(pos, cs);
+      for (int64_t h = 0; h < nh; ++h) rope.apply(q + (t * nh + h) * d, d, cs);
+      rope.apply(kv + t * d, d, cs);
       round_to(s.cache->layers[static_cast<size_t>(layer)].window.dtype(), kv + t * d, d);
     }
-    gather_rows(w, layer, s, x, qr, kv, decoded[i], rows);
+    gather_rows(w, layer, s, x, qr, kv, angles, decoded[i], rows);
   }
   // Every query of the step at once: attention with the sinks, the output de-rotated at the
   // query's position.
@@ -88,7 +92,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
     kernels::sink_attention({nh, d, static_cast<int64_t>(r.size()), scale}, q + t * nh * d,
                             r.data(), w.sink.data(), ot);
     for (int64_t h = 0; h < nh; ++h)
-      rope.apply(ot + h * d, d, positions[static_cast<size_t>(t)], true);
+      rope.apply(ot + h * d, d, angles + t * rope.angle_floats(), true);
   });
   // The new rows join the windows only now: the queries above read the rows they replace.
   const int64_t W = cfg_.sliding_window;
@@ -113,7 +117,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
 
 void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
                                   const float* x, const float* qr, const float* kv,
-                                  std::vector<float>& decoded,
+                                  const float* angles, std::vector<float>& decoded,
                                   std::vector<std::vector<const float*>>& rows) const {
   const int64_t d = cfg_.head_dim, W = cfg_.sliding_window;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -143,7 +147,8 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
     kernels::matmul(x, s.n, w.indexer->weights_proj, index_w);
     const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
     for (int64_t i = 0; i < s.n * ih; ++i) index_w[i] *= scale;
-    for (int64_t r = 0; r < s.n * ih; ++r) rope.apply(index_q + r * id, id, s.first + r / ih);
+    for (int64_t r = 0; r < s.n * ih; ++r)
+      rope.apply(index_q + r * id, id, angles + (s.row + r / ih) * rope.angle_floats());
   }
   // The compressed entries each query reads: HCA's every visible one, CSA's the indexer's pick.
   thread_local std::vector<std::vector<int32_t>> picks;

@@ -72,12 +72,12 @@ class DeepseekV4Model : public model::Model {
   void attention(const LayerWeights& w, int64_t layer, const float* x,
                  std::span<const SequenceRows> seqs, int64_t n, float* out) const;
   // One sequence's part of a layer's attention before the queries run: its compressors take
-  // its new tokens (x: the step's rows, qr their q latents, kv their roped rows), its stored
-  // rows are decoded into `decoded`, and each of its queries lists the rows it reads (there or
-  // in kv) into rows[its step row].
+  // its new tokens (x: the step's rows, qr their q latents, kv their roped rows, angles their
+  // RoPE angles), its stored rows are decoded into `decoded`, and each of its queries lists the
+  // rows it reads (there or in kv) into rows[its step row].
   void gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s, const float* x,
-                   const float* qr, const float* kv, std::vector<float>& decoded,
-                   std::vector<std::vector<const float*>>& rows) const;
+                   const float* qr, const float* kv, const float* angles,
+                   std::vector<float>& decoded, std::vector<std::vector<const float*>>& rows) const;
   void moe(const MoeWeights& w, int64_t layer, const float* x, const int32_t* tokens, int64_t n,
            float* out) const;
 

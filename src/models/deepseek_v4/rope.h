@@ -16,6 +16,12 @@ class Rope {
   // Rotates the last rd dims of v (dim values) to position pos; by -pos when inverse.
   void apply(float* v, int64_t dim, int64_t pos, bool inverse = false) const;
 
+  // The same from a position's angles, computed once for the many vectors at one position (a
+  // token's heads, its row, its output): cos_sin holds rd/2 cosines then rd/2 sines.
+  void angles(int64_t pos, float* cos_sin) const;
+  int64_t angle_floats() const { return 2 * static_cast<int64_t>(inv_freq_.size()); }
+  void apply(float* v, int64_t dim, const float* cos_sin, bool inverse = false) const;
+
  private:
   std::vector<double> inv_freq_;
 };
