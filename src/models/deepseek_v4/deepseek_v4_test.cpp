@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <numeric>
 
 #include "model/safetensors.h"
@@ -157,6 +158,7 @@ class V4Forward : public ::testing::Test {
     return dir;
   }
   testing::TempDir tmp_;
+  int tmp_counter_ = 0;
 };
 
 // Prompts of 1, 37 and 200 tokens: the window (8) slides, CSA selects 4 of up to 50 entries,
@@ -288,18 +290,18 @@ TEST_F(V4Forward, FootprintFromTheConfigEqualsTheLoadedWeights) {
 // load error that names it.
 TEST_F(V4Forward, LoadErrorsNameTheTensor) {
   const auto dir = make(true);
-  auto rewrite = [&](const std::string& drop, const std::string& reshape) {
-    const model::Checkpoint ckpt = model::Checkpoint::open(dir);
+  // The checkpoint with tensor `name` changed by `edit` (which may drop it by clearing its name).
+  auto rewrite = [&](const std::string& name,
+                     const std::function<void(model::TensorToWrite&)>& edit) {
     std::vector<model::TensorToWrite> kept;
     const model::SafetensorsFile file(dir / "model.safetensors");
-    for (const auto& [name, t] : file.tensors()) {
-      if (name == drop) continue;
-      model::TensorToWrite w{name, t.type, t.shape,
+    for (const auto& [tensor, t] : file.tensors()) {
+      model::TensorToWrite w{tensor, t.type, t.shape,
                              std::vector<uint8_t>(t.data, t.data + t.nbytes)};
-      if (name == reshape) w.shape = {w.shape[0] * w.shape[1]};
-      kept.push_back(std::move(w));
+      if (tensor == name) edit(w);
+      if (!w.name.empty()) kept.push_back(std::move(w));
     }
-    const auto out = tmp_ / ("broken-" + drop + reshape);
+    const auto out = tmp_ / ("broken-" + std::to_string(tmp_counter_++));
     std::filesystem::create_directories(out);
     std::filesystem::copy_file(dir / "config.json", out / "config.json");
     model::write_safetensors(out / "model.safetensors", kept);
@@ -313,10 +315,17 @@ TEST_F(V4Forward, LoadErrorsNameTheTensor) {
   for (const std::string name :
        {"layers.1.attn.compressor.wgate.weight", "layers.1.attn.indexer.weights_proj.weight",
         "layers.0.ffn.gate.tid2eid"}) {
-    EXPECT_NE(rewrite(name, "").find(name), std::string::npos) << name;
+    EXPECT_NE(rewrite(name, [](auto& t) { t.name.clear(); }).find(name), std::string::npos) << name;
   }
   const std::string scale = "layers.2.attn.wq_a.scale";
-  EXPECT_NE(rewrite("", scale).find(scale), std::string::npos);
+  const std::string reshaped = rewrite(scale, [](auto& t) { t.shape = {t.shape[0] * t.shape[1]}; });
+  EXPECT_NE(reshaped.find(scale), std::string::npos) << reshaped;
+  // An E8M0 scale byte 0xff is NaN; an expert id past the experts is no expert.
+  const std::string nan = rewrite(scale, [](auto& t) { t.bytes[0] = 0xff; });
+  EXPECT_NE(nan.find("'" + scale + "' holds the E8M0 NaN code"), std::string::npos) << nan;
+  const std::string table = "layers.0.ffn.gate.tid2eid";
+  const std::string bad_id = rewrite(table, [](auto& t) { t.bytes[8] = 99; });
+  EXPECT_NE(bad_id.find("'" + table + "' names expert 99"), std::string::npos) << bad_id;
 }
 
 }  // namespace
