@@ -95,6 +95,26 @@ TEST_F(DeepseekV4Serving, RetractionKeepsOutputs) {
   EXPECT_GT(status["retractions_total"].get<int64_t>(), 0) << status.dump();
 }
 
+// Two replicas of one rank each (--tp 1 --dp 2, prompts dealt round robin) give each prompt the
+// logits and tokens one rank gives it.
+TEST_F(DeepseekV4Serving, ReplicasGiveTheOutputsOfOneRank) {
+  const json input = {{"prompts", json::array({{{"ids", {5, 6, 7, 8, 9, 10, 11, 12}}},
+                                               {{"ids", {20, 21, 22}}},
+                                               {{"ids", {300, 301}}}})}};
+  TempDir one, two;
+  const json alone = run_eval(model(), input, "--dtype float32", one, 4);
+  const json replicas = run_eval(model(), input, "--dtype float32 --tp 1 --dp 2", two, 4);
+  ASSERT_FALSE(alone.empty());
+  ASSERT_FALSE(replicas.empty());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(replicas["prompts"][i]["greedy"], alone["prompts"][i]["greedy"]) << "prompt " << i;
+    const auto want = alone["prompts"][i]["last_logits"].get<std::vector<float>>();
+    EXPECT_LT(relative_l2(replicas["prompts"][i]["last_logits"].get<std::vector<float>>(),
+                          want.data(), want.size()),
+              1e-5);
+  }
+}
+
 TEST_F(DeepseekV4Serving, TensorParallelLayoutsAreRefusedByName) {
   expect_fails_fast(mlaserve_bin() + " serve --model " + model().string() + " --tp 2", 60,
                     {"deepseek_v4 runs with --tp 1 for now"});
