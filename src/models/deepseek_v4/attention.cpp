@@ -3,6 +3,7 @@
 // Shapes: n new tokens at positions [first, first + n), nh heads of d, rows of d.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "core/numeric.h"
@@ -15,21 +16,41 @@ namespace mlaserve::models::deepseek_v4 {
 
 namespace {
 
-// The lightning indexer's choice for one query over the first `visible` compressed entries: the
-// min(topk, visible) of highest score Σ_h w_h · relu(q_h · key_e), ties to the earlier entry
-// (kernels::indexer_topk, as V3.2's indexer scores its keys).
-void select_entries(const float* q, const float* weights, const RowStore& keys, int64_t visible,
-                    int64_t heads, int64_t dim, int64_t topk, std::vector<int32_t>& selected) {
-  thread_local std::vector<int32_t> identity;
-  if (static_cast<int64_t>(identity.size()) < visible) {
-    identity.resize(static_cast<size_t>(visible));
+// The lightning indexer's choice for queries t of a sequence's step (q [n, heads, dim], weights
+// [n, heads]): of the entries query t sees, visible(t), the min(topk, visible(t)) of highest
+// score Σ_h w_h · relu(q_h · key_e), ties to the earlier entry, ascending, into picks[t]. Scored by
+// kernels::indexer_topk (V3.2's indexer kernel: the same score), whose causal model has query i
+// of m see one entry more than query i - 1. With one entry per 4 positions, every 4th query of a
+// step sees one more than the one 4 before it: each residue class of positions mod 4 is such a
+// run, scored in one call (a prompt's keys are then tiled once per class, not once per query).
+void select_entries(const float* q, const float* weights, const RowStore& keys,
+                    const std::function<int64_t(int64_t)>& visible, int64_t n, int64_t heads,
+                    int64_t dim, int64_t topk, std::vector<std::vector<int32_t>>& picks) {
+  thread_local std::vector<int32_t> identity, selected, counts;
+  thread_local std::vector<float> class_q, class_w;
+  const int64_t most = visible(n - 1);
+  if (static_cast<int64_t>(identity.size()) < most) {
+    identity.resize(static_cast<size_t>(most));
     std::iota(identity.begin(), identity.end(), 0);
   }
-  selected.resize(static_cast<size_t>(topk));
-  int32_t count = 0;
-  kernels::indexer_topk({1, heads, dim, visible, topk}, q, weights, keys.view(), identity.data(),
-                        selected.data(), &count);
-  selected.resize(static_cast<size_t>(count));
+  for (int64_t first = 0; first < std::min<int64_t>(4, n); ++first) {
+    const int64_t m = (n - first + 3) / 4;  // queries first, first + 4, ...
+    const int64_t last = first + 4 * (m - 1);
+    float* cq = take(class_q, m * heads * dim);
+    float* cw = take(class_w, m * heads);
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(q + (first + 4 * i) * heads * dim, heads * dim, cq + i * heads * dim);
+      std::copy_n(weights + (first + 4 * i) * heads, heads, cw + i * heads);
+    }
+    int32_t* chosen = take(selected, m * topk);
+    int32_t* count = take(counts, m);
+    // Query i of the run sees visible(last) - (m - 1 - i) entries, as the kernel's causal model.
+    kernels::indexer_topk({m, heads, dim, visible(last), topk}, cq, cw, keys.view(),
+                          identity.data(), chosen, count);
+    for (int64_t i = 0; i < m; ++i)
+      picks[static_cast<size_t>(first + 4 * i)].assign(chosen + i * topk,
+                                                       chosen + i * topk + count[i]);
+  }
 }
 
 // A new row as the cache will hold it, so that the step's queries read what later steps will
@@ -154,15 +175,16 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
   thread_local std::vector<std::vector<int32_t>> picks;
   if (picks.size() < static_cast<size_t>(s.n)) picks.resize(static_cast<size_t>(s.n));
   int64_t picked = 0;
+  const auto visible = [&](int64_t t) { return (s.first + t + 1) / cfg_.compress_ratio(layer); };
+  if (kind == LayerKind::Csa) {
+    select_entries(index_q, index_w, cache.index_keys, visible, s.n, ih, id, cfg_.index_topk,
+                   picks);
+  }
   for (int64_t t = 0; t < s.n && kind != LayerKind::Window; ++t) {
     auto& p = picks[static_cast<size_t>(t)];
-    const int64_t visible = (s.first + t + 1) / cfg_.compress_ratio(layer);
     if (kind == LayerKind::Hca) {
-      p.resize(static_cast<size_t>(visible));
+      p.resize(static_cast<size_t>(visible(t)));
       std::iota(p.begin(), p.end(), 0);
-    } else {
-      select_entries(index_q + t * ih * id, index_w + t * ih, cache.index_keys, visible, ih, id,
-                     cfg_.index_topk, p);
     }
     picked += static_cast<int64_t>(p.size());
   }
