@@ -101,7 +101,8 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
   cmd.add_option("--kv-cache-dtype", kv_cache_dtype,
                  "How the latent KV cache stores its rows: bfloat16 (half the memory of float32, "
                  "so twice the tokens), float32, fp8_e4m3 (a quarter, with one float32 scale "
-                 "per row) or auto (bfloat16; float32 under --dtype float32)")
+                 "per row; not for DeepSeek-V4, whose windows and compressed entries are "
+                 "bfloat16 or float32) or auto (bfloat16; float32 under --dtype float32)")
       ->check(CLI::IsMember({"auto", "bfloat16", "float32", "fp8_e4m3"}))
       ->capture_default_str();
 }

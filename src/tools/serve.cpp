@@ -276,7 +276,9 @@ void add_serve(CLI::App& app) {
                   "model whose config.json says model_type deepseek_v32 / deepseek_v4 and that "
                   "ships no template)");
   cmd->add_option("--kv-cache-memory", o->kv_cache_mib,
-                  "Latent KV cache per rank, in MiB (sets max_total_num_tokens)")
+                  "KV cache per rank, in MiB (sets max_total_num_tokens): latent rows per token "
+                  "for DeepSeek-V2/V3; for DeepSeek-V4, --max-running-requests requests' windows "
+                  "and compressor state first, then compressed entries per token")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--max-total-tokens", o->max_total_tokens,
