@@ -1,12 +1,13 @@
-// DeepSeek-V4 (Flash and Pro): the forward of one sequence over its cache, read top to bottom
-// like DeepSeek's paper and inference code. Each layer:
+// DeepSeek-V4 (Flash and Pro): the forward of a step's sequences over their caches, read top to
+// bottom like DeepSeek's paper and inference code. Each layer:
 //   x, post, comb = hc_pre(X)            4 residual streams -> the sublayer's input [T, H]
 //   X = hc_post(attention(norm(x)), X)   window + compressed entries (CSA / HCA), MQA with sinks
 //   x, post, comb = hc_pre(X)
 //   X = hc_post(moe(norm(x)), X)         sqrt-softplus or hash routing, clamped SwiGLU
 // then logits = head(norm(hc_head(X))).
-// tp = 1 and float32 activations; the server's paged pool, the parallel layouts and the fast
-// attention kernels come next (see docs/DESIGN.md).
+// One rank per model instance (tp = 1): the paged pool with prefix reuse, the parallel layouts and
+// the MTP block come next (docs/DESIGN.md, "DeepSeek-V4"). Activations are float32 between the
+// ops; the matmuls round x to bf16 where the weights' format asks it (--dtype).
 #pragma once
 
 #include <filesystem>
