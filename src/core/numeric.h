@@ -1,6 +1,7 @@
 // Scalar number formats used by checkpoints: bfloat16 and float8 e4m3fn.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -31,6 +32,15 @@ float fp8_e4m3_to_f32(uint8_t v);
 // Nearest e4m3fn value (round to nearest even, saturating at +-448; NaN stays NaN). Used by
 // make-model and by FP8 quantization at load.
 uint8_t f32_to_fp8_e4m3(float f);
+
+// E8M0 (OCP MX scales, DeepSeek-V4's `scale_fmt: ue8m0`): a byte e stands for 2^(e - 127); 255
+// is NaN. f32_to_e8m0 takes a power of two in [2^-127, 2^127].
+inline float e8m0_to_f32(uint8_t e) {
+  return std::ldexp(1.0f, static_cast<int>(e) - 127);
+}
+inline uint8_t f32_to_e8m0(float power_of_two) {
+  return static_cast<uint8_t>(std::ilogb(power_of_two) + 127);
+}
 
 // The scale of symmetric quantization that maps max_abs onto max_code (e.g. kFp8E4m3Max, 127);
 // 1 when max_abs is 0, whose values then all encode as zero.

@@ -53,19 +53,13 @@ std::shared_ptr<pcre2_match_context> match_limits() {
 
 using nlohmann::json;
 
-CommonShape read_common_shape(const ConfigReader& c) {
-  CommonShape s;
-  s.vocab_size = c.positive("vocab_size");
-  s.hidden_size = c.positive("hidden_size");
-  s.num_hidden_layers = c.positive("num_hidden_layers");
-  s.num_nextn_predict_layers = c.optional<int64_t>("num_nextn_predict_layers", 0);
-  if (s.num_nextn_predict_layers < 0 || s.num_nextn_predict_layers > 1) {
+int64_t read_nextn_layers(const ConfigReader& c) {
+  const auto n = c.optional<int64_t>("num_nextn_predict_layers", 0);
+  if (n < 0 || n > 1) {
     fail("{}: num_nextn_predict_layers {} is not supported (0 or 1, as DeepSeek-V3 and V4)",
-         c.origin(), s.num_nextn_predict_layers);
+         c.origin(), n);
   }
-  s.max_position_embeddings = c.positive("max_position_embeddings");
-  s.rms_norm_eps = c.optional<double>("rms_norm_eps", 1e-6);
-  return s;
+  return n;
 }
 
 std::optional<YarnScaling> read_yarn(const ConfigReader& c) {
@@ -199,6 +193,8 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
 
 }  // namespace
 
+namespace {
+
 // An `eos_token_id` list appended to ids; whether there was one (a single id is the caller's).
 bool read_eos_ids(const json& j, const std::string& origin, std::vector<int64_t>& ids) {
   if (!j.contains("eos_token_id") || !j["eos_token_id"].is_array()) return false;
@@ -208,6 +204,15 @@ bool read_eos_ids(const json& j, const std::string& origin, std::vector<int64_t>
     ids.push_back(v.get<int64_t>());
   }
   return true;
+}
+
+}  // namespace
+
+std::vector<int64_t> read_eos_token_ids(const ConfigReader& c) {
+  std::vector<int64_t> ids;
+  if (!read_eos_ids(c.json(), c.origin(), ids))
+    ids.push_back(c.optional<int64_t>("eos_token_id", 1));
+  return ids;
 }
 
 bool read_fp8_quantization(const ConfigReader& c, const char* supported) {
@@ -308,7 +313,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
          origin, cfg.model_type);
   }
   check_supported(c);
-  read_common_shape(c, cfg);
+  read_common_keys(c, cfg);
   cfg.num_attention_heads = c.positive("num_attention_heads");
 
   cfg.q_lora_rank = c.optional<int64_t>("q_lora_rank", 0);
@@ -335,9 +340,6 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   cfg.tie_word_embeddings = c.optional<bool>("tie_word_embeddings", false);
   read_quantization(c, cfg);
 
-  cfg.bos_token_id = c.optional<int64_t>("bos_token_id", 0);
-  if (!read_eos_ids(j, origin, cfg.eos_token_ids))
-    cfg.eos_token_ids.push_back(c.optional<int64_t>("eos_token_id", 1));
   return cfg;
 }
 
@@ -351,6 +353,13 @@ void add_generation_eos_ids(const json& j, const std::string& origin,
     if (std::find(eos_token_ids.begin(), eos_token_ids.end(), id) == eos_token_ids.end())
       eos_token_ids.push_back(id);
   }
+}
+
+void add_generation_eos_ids(const std::filesystem::path& model_dir,
+                            std::vector<int64_t>& eos_token_ids) {
+  const auto generation = model_dir / "generation_config.json";
+  if (std::filesystem::exists(generation))
+    add_generation_eos_ids(read_json_file(generation), generation.string(), eos_token_ids);
 }
 
 void ModelConfig::add_generation_config(const json& j, const std::string& origin) {
@@ -370,12 +379,7 @@ json read_json_file(const std::filesystem::path& path) {
 ModelConfig ModelConfig::load(const std::filesystem::path& model_dir) {
   const auto path = model_dir / "config.json";
   ModelConfig cfg = from_json(read_json_file(path), path.string());
-  // generation_config.json's end tokens stop generation too, as HF generate, SGLang and vLLM
-  // treat them: Kimi-K2 names [EOS] in config.json but ends its chat turns with <|im_end|>,
-  // which only generation_config.json lists.
-  const auto generation = model_dir / "generation_config.json";
-  if (std::filesystem::exists(generation))
-    cfg.add_generation_config(read_json_file(generation), generation.string());
+  add_generation_eos_ids(model_dir, cfg.eos_token_ids);
   return cfg;
 }
 

@@ -36,6 +36,7 @@ class ConfigReader {
 
   bool present(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
   const nlohmann::json& raw(const char* key) const { return j_[key]; }
+  const nlohmann::json& json() const { return j_; }
   const std::string& origin() const { return origin_; }
 
   int64_t positive(const char* key) const {
@@ -65,24 +66,23 @@ class ConfigReader {
   std::string origin_;
 };
 
-// The keys every DeepSeek family's config shares.
-struct CommonShape {
-  int64_t vocab_size = 0, hidden_size = 0, num_hidden_layers = 0;
-  int64_t num_nextn_predict_layers = 0;  // the MTP layer: 0 or 1
-  int64_t max_position_embeddings = 0;
-  double rms_norm_eps = 1e-6;
-};
-CommonShape read_common_shape(const ConfigReader& c);
-// Reads them into a family's config (which names the fields alike).
+// num_nextn_predict_layers: the MTP layers, 0 or 1.
+int64_t read_nextn_layers(const ConfigReader& c);
+// eos_token_id: an id or a list (1 when absent).
+std::vector<int64_t> read_eos_token_ids(const ConfigReader& c);
+
+// The keys every DeepSeek family's config shares, read into a family's config (which names the
+// fields alike): the shape, the MTP layers, the context, the norm eps, BOS and EOS.
 template <typename Config>
-void read_common_shape(const ConfigReader& c, Config& cfg) {
-  const CommonShape s = read_common_shape(c);
-  cfg.vocab_size = s.vocab_size;
-  cfg.hidden_size = s.hidden_size;
-  cfg.num_hidden_layers = s.num_hidden_layers;
-  cfg.num_nextn_predict_layers = s.num_nextn_predict_layers;
-  cfg.max_position_embeddings = s.max_position_embeddings;
-  cfg.rms_norm_eps = s.rms_norm_eps;
+void read_common_keys(const ConfigReader& c, Config& cfg) {
+  cfg.vocab_size = c.positive("vocab_size");
+  cfg.hidden_size = c.positive("hidden_size");
+  cfg.num_hidden_layers = c.positive("num_hidden_layers");
+  cfg.num_nextn_predict_layers = read_nextn_layers(c);
+  cfg.max_position_embeddings = c.positive("max_position_embeddings");
+  cfg.rms_norm_eps = c.optional<double>("rms_norm_eps", 1e-6);
+  cfg.bos_token_id = c.optional<int64_t>("bos_token_id", 0);
+  cfg.eos_token_ids = read_eos_token_ids(c);
 }
 
 // rope_scaling of type yarn (or deepseek_yarn); none without rope_scaling.
@@ -92,11 +92,13 @@ kernels::RouterSpec read_router(const ConfigReader& c, int64_t n_routed_experts)
 // quantization_config with quant_method fp8 (e4m3, 128x128 blocks, dynamic activations):
 // true; no quantization_config: false; any other method fails, listing `supported`.
 bool read_fp8_quantization(const ConfigReader& c, const char* supported);
-// An `eos_token_id` list appended to ids; whether there was one (a single id is the caller's).
-bool read_eos_ids(const nlohmann::json& j, const std::string& origin, std::vector<int64_t>& ids);
 // generation_config.json's end tokens (an id or a list) added to eos_token_ids: they stop
-// generation too, as HF generate, SGLang and vLLM treat them.
+// generation too, as HF generate, SGLang and vLLM treat them (Kimi-K2 names [EOS] in config.json
+// but ends its chat turns with <|im_end|>, which only generation_config.json lists). From the
+// JSON, or from model_dir's file when there is one.
 void add_generation_eos_ids(const nlohmann::json& j, const std::string& origin,
+                            std::vector<int64_t>& eos_token_ids);
+void add_generation_eos_ids(const std::filesystem::path& model_dir,
                             std::vector<int64_t>& eos_token_ids);
 nlohmann::json read_json_file(const std::filesystem::path& path);
 

@@ -111,8 +111,7 @@ DeepseekModel::DeepseekModel(const std::filesystem::path& dir, WeightFormat form
       heads_(owned_range(layout, WeightKind::QB, cfg_.num_attention_heads)),
       embedding_rows_(owned_range(layout, WeightKind::Embedding, cfg_.vocab_size)),
       rope_(cfg_) {
-  info_ = {cfg_.model_type,    cfg_.vocab_size,  cfg_.hidden_size, cfg_.max_position_embeddings,
-           cfg_.eos_token_ids, cfg_.bos_token_id};
+  info_ = model_info(cfg_.model_type, cfg_);
   if (with_mtp && cfg_.num_nextn_predict_layers == 0) {
     fail(
         "{}: the model has no multi-token-prediction layer (num_nextn_predict_layers is 0), "

@@ -45,6 +45,13 @@ struct ModelInfo {
   int64_t bos_token_id = 0;
 };
 
+// A family's config as ModelInfo (each family's config names these fields alike).
+template <typename Config>
+ModelInfo model_info(std::string model_type, const Config& c) {
+  return {std::move(model_type),     c.vocab_size,    c.hidden_size,
+          c.max_position_embeddings, c.eos_token_ids, c.bos_token_id};
+}
+
 // The KV a model keeps between steps, for every sequence of its group. release(): the request
 // ended, its state may go (a family addressing rows by slot has nothing to do: the scheduler
 // frees the slots).

@@ -38,8 +38,7 @@ void RandomTensors::fp8_blocks(const std::string& name, int64_t rows, int64_t co
                    StorageType::F8_E8M0,
                    {br, bc},
                    std::vector<uint8_t>(scale.size())};
-  for (size_t i = 0; i < scale.size(); ++i)
-    st.bytes[i] = static_cast<uint8_t>(std::ilogb(scale[i]) + 127);
+  for (size_t i = 0; i < scale.size(); ++i) st.bytes[i] = f32_to_e8m0(scale[i]);
   add(std::move(st));
 }
 

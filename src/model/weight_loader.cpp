@@ -37,7 +37,6 @@ const TensorInfo& WeightLoader::checked_matrix(const std::string& name, int64_t 
         "a multiple of {} columns)",
         t.file, name, fmt::join(t.shape, ", "), rows, cols / 2, kFp4Group);
   }
-  fp4_scales(t);
   return t;
 }
 
@@ -61,12 +60,7 @@ const char* quantization_name(Quantization q) {
 
 namespace {
 
-// An E8M0 scale byte (DeepSeek-V4's `scale_fmt: ue8m0`) is 2^(byte - 127); 255 is NaN, which a
-// checkpoint must not hold.
-float e8m0_to_f32(uint8_t byte) {
-  return std::ldexp(1.0f, static_cast<int>(byte) - 127);
-}
-
+// An E8M0 scale byte 255 is NaN, which a checkpoint must not hold.
 void check_e8m0(const TensorInfo& scale) {
   for (size_t i = 0; i < scale.nbytes; ++i) {
     if (scale.data[i] == 0xff)
@@ -93,8 +87,15 @@ const TensorInfo& WeightLoader::scale_tensor(const TensorInfo& t,
          scale.name, fmt::join(shape, ", "), t.name, storage_type_name(scale.type),
          fmt::join(scale.shape, ", "));
   }
-  if (scale.type == StorageType::F8_E8M0) check_e8m0(scale);
   return scale;
+}
+
+// A quantized tensor's E8M0 scales hold no NaN byte: checked once per tensor copied, not on each
+// lookup of its scales (read_row looks them up per row).
+void WeightLoader::check_stored_scales(const TensorInfo& t) const {
+  if (t.type != StorageType::F8_E4M3 && t.type != StorageType::I8) return;
+  const TensorInfo& scale = t.type == StorageType::I8 ? fp4_scales(t) : block_scales(t);
+  if (scale.type == StorageType::F8_E8M0) check_e8m0(scale);
 }
 
 // The 128x128 block scales of an FP8 tensor, exactly as DeepSeek-V3 checkpoints define them.
@@ -241,6 +242,15 @@ kernels::WeightType held_type(const WeightFormat& format, WeightKind kind,
   return format.dtype;
 }
 
+kernels::WeightType stored_weight_type(const WeightFormat& format, WeightKind kind,
+                                       bool quantized_checkpoint, StorageType stored) {
+  const bool stored_fp4 = stored == StorageType::I8;
+  const bool stored_quantized =
+      stored_fp4 || stored == StorageType::I32 || stored == StorageType::F8_E4M3;
+  const kernels::WeightType type = held_type(format, kind, quantized_checkpoint, stored_quantized);
+  return stored_fp4 && type == kernels::WeightType::FP8 ? kernels::WeightType::MXFP4 : type;
+}
+
 bool quantizable(WeightKind kind) {
   return kind != WeightKind::LmHead;
 }
@@ -248,14 +258,8 @@ bool quantizable(WeightKind kind) {
 kernels::Weight WeightLoader::new_weight(const std::string& name, int64_t rows, int64_t cols,
                                          WeightKind kind) const {
   const StorageType stored = packed_int4(name) ? StorageType::I32 : checkpoint_.get(name).type;
-  const bool stored_fp4 = stored == StorageType::I8;
-  const bool stored_quantized =
-      stored_fp4 || stored == StorageType::I32 || stored == StorageType::F8_E4M3;
-  kernels::WeightType type = held_type(format_, kind, quantized_checkpoint_, stored_quantized);
-  // A checkpoint's FP4 weight stays FP4 where its format is the checkpoint's own (FP8 for the
-  // rest): widening it to FP8 blocks would double its memory for no accuracy.
-  if (stored_fp4 && type == kernels::WeightType::FP8) type = kernels::WeightType::MXFP4;
-  return kernels::Weight(type, rows, cols, format_.dtype);
+  return kernels::Weight(stored_weight_type(format_, kind, quantized_checkpoint_, stored), rows,
+                         cols, format_.dtype);
 }
 
 void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t cols, const Block& b,
@@ -269,6 +273,7 @@ void WeightLoader::copy_block(const std::string& name, int64_t rows, int64_t col
          b.cols, name);
   }
   if (b.rows == 0) return;
+  check_stored_scales(t);
   switch (dst.type()) {
     case kernels::WeightType::F32:
     case kernels::WeightType::BF16:

@@ -62,6 +62,12 @@ kernels::WeightType held_type(const WeightFormat& format, WeightKind kind,
 // among them, stay as stored: held_type.) --quantize-lm-head overrides this for lm_head.
 bool quantizable(WeightKind kind);
 
+// The type a weight of `kind` stored as `stored` is held in: held_type's, except that a
+// checkpoint's FP4 weight stays FP4 (MXFP4) where the rest of the checkpoint is held as stored
+// (FP8): widening it to FP8 blocks would double its memory for no accuracy.
+kernels::WeightType stored_weight_type(const WeightFormat& format, WeightKind kind,
+                                       bool quantized_checkpoint, StorageType stored);
+
 // A 4-bit group's scale, and a value's code under it (round to nearest). INT4 as llama.cpp's
 // Q4_0; MXFP4 as the OCP MX spec: scale 2^(floor(log2 amax) - 2), e2m1 codes clamped to ±6.
 float four_bit_group_scale(kernels::WeightType type, const float* v, int64_t n);
@@ -107,6 +113,7 @@ class WeightLoader {
   const TensorInfo& checked_matrix(const std::string& name, int64_t rows, int64_t cols) const;
   const TensorInfo& scale_tensor(const TensorInfo& t, const std::vector<int64_t>& shape) const;
   const TensorInfo& fp4_scales(const TensorInfo& t) const;
+  void check_stored_scales(const TensorInfo& t) const;
   // compressed-tensors stores a module's int4 weight as <module>.weight_packed (int32, 8 codes
   // each), .weight_scale and .weight_shape instead of <module>.weight.
   bool packed_int4(const std::string& name) const;

@@ -17,14 +17,14 @@ ModelCard read_model_card(const std::filesystem::path& model_dir) {
   ModelCard card;
   if (j.is_object() && j.value("model_type", nlohmann::json()) == "deepseek_v4") {
     card.family = Family::DeepseekV4;
-    const auto& c = card.deepseek_v4.emplace(deepseek_v4::V4Config::load(model_dir));
-    card.info = {"deepseek_v4",   c.vocab_size,  c.hidden_size, c.max_position_embeddings,
-                 c.eos_token_ids, c.bos_token_id};
+    auto& c = card.deepseek_v4.emplace(deepseek_v4::V4Config::from_json(j, path.string()));
+    model::add_generation_eos_ids(model_dir, c.eos_token_ids);
+    card.info = model::model_info("deepseek_v4", c);
     return card;
   }
-  const auto& c = card.deepseek.emplace(model::ModelConfig::load(model_dir));
-  card.info = {c.model_type,    c.vocab_size,  c.hidden_size, c.max_position_embeddings,
-               c.eos_token_ids, c.bos_token_id};
+  auto& c = card.deepseek.emplace(model::ModelConfig::from_json(j, path.string()));
+  model::add_generation_eos_ids(model_dir, c.eos_token_ids);
+  card.info = model::model_info(c.model_type, c);
   return card;
 }
 

@@ -127,8 +127,6 @@ void plan_deepseek_v4(const PlanOptions& o, const models::deepseek_v4::V4Config&
   const int64_t per_rank_requests =
       (o.workload.concurrency + o.machines.ranks() - 1) / o.machines.ranks();
   const KvDtype kv_dtype = o.model.kv_dtype();
-  if (kv_dtype == KvDtype::Fp8E4m3)
-    fail("plan: DeepSeek-V4 keeps its KV rows in float32 or bfloat16 (--kv-cache-dtype)");
   const auto kv = models::deepseek_v4::kv_capacity(
       c, kv_dtype, static_cast<int64_t>(std::max(0.0, usable - static_cast<double>(weights))),
       per_rank_requests);

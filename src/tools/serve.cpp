@@ -92,8 +92,6 @@ void resolve_defaults(ServeOptions& o) {
 parallel::KvCapacity deepseek_v4_capacity(const ServeOptions& o,
                                           const models::deepseek_v4::V4Config& cfg,
                                           int64_t max_running) {
-  if (o.model.kv_dtype() == KvDtype::Fp8E4m3)
-    fail("--kv-cache-dtype fp8_e4m3: DeepSeek-V4 keeps its KV rows in float32 or bfloat16");
   const auto c =
       models::deepseek_v4::kv_capacity(cfg, o.model.kv_dtype(), o.kv_cache_mib << 20, max_running);
   if (c.tokens < 1) {

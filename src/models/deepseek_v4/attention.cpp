@@ -77,14 +77,20 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   kernels::matmul(x, n, w.wq_a, qr);
   kernels::rms_norm(qr, w.q_norm.data(), n, ql, eps, qr);
   kernels::matmul(qr, n, w.wq_b, q);
-  const std::vector<float> unit(static_cast<size_t>(d), 1.0f);
+  thread_local std::vector<float> unit;
+  unit.assign(static_cast<size_t>(d), 1.0f);
   kernels::rms_norm(q, unit.data(), n * nh, d, eps, q);
   // kv: [n, d], one row per token, key and value of every head.
   float* kv = take(kv_buf, n * d);
   kernels::matmul(x, n, w.wkv, kv);
   kernels::rms_norm(kv, w.kv_norm.data(), n, d, eps, kv);
   // Each sequence's compressors take its new tokens and each query gathers the rows it reads.
-  std::vector<std::vector<const float*>> rows(static_cast<size_t>(n));
+  // (Kept across steps like the scratch: emptied, their capacity stays.)
+  // (A reference, so that the pool's threads below read this thread's lists.)
+  thread_local std::vector<std::vector<const float*>> rows_buf;
+  std::vector<std::vector<const float*>>& rows = rows_buf;
+  if (rows.size() < static_cast<size_t>(n)) rows.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(t)].clear();
   // Each row's RoPE angles, computed once for its q heads, its row, its output and its index q.
   thread_local std::vector<float> angles_buf;
   float* angles = take(angles_buf, n * rope.angle_floats());
@@ -97,8 +103,8 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
       const int64_t pos = s.first + t - s.row;
       float* cs = angles + t * rope.angle_floats();
       rope.angles(pos, cs);
-      for (int64_t h = 0; h < nh; ++h) rope.apply(q + (t * nh + h) * d, d, cs);
-      rope.apply(kv + t * d, d, cs);
+      rope.rotate(q + t * nh * d, nh, d, d, cs);
+      rope.rotate(kv + t * d, 1, d, d, cs);
       round_to(s.cache->layers[static_cast<size_t>(layer)].window.dtype(), kv + t * d, d);
     }
     gather_rows(w, layer, s, x, qr, kv, angles, decoded[i], rows);
@@ -112,8 +118,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
     float* ot = o + t * nh * d;
     kernels::sink_attention({nh, d, static_cast<int64_t>(r.size()), scale}, q + t * nh * d,
                             r.data(), w.sink.data(), ot);
-    for (int64_t h = 0; h < nh; ++h)
-      rope.apply(ot + h * d, d, angles + t * rope.angle_floats(), true);
+    rope.rotate(ot, nh, d, d, angles + t * rope.angle_floats(), true);
   });
   // The new rows join the windows only now: the queries above read the rows they replace.
   const int64_t W = cfg_.sliding_window;
@@ -168,8 +173,8 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
     kernels::matmul(x, s.n, w.indexer->weights_proj, index_w);
     const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
     for (int64_t i = 0; i < s.n * ih; ++i) index_w[i] *= scale;
-    for (int64_t r = 0; r < s.n * ih; ++r)
-      rope.apply(index_q + r * id, id, angles + (s.row + r / ih) * rope.angle_floats());
+    for (int64_t t = 0; t < s.n; ++t)
+      rope.rotate(index_q + t * ih * id, ih, id, id, angles + (s.row + t) * rope.angle_floats());
   }
   // The compressed entries each query reads: HCA's every visible one, CSA's the indexer's pick.
   thread_local std::vector<std::vector<int32_t>> picks;

@@ -1,6 +1,5 @@
 #include "models/deepseek_v4/compressor.h"
 
-#include "core/error.h"
 #include "core/scratch.h"
 
 #include <algorithm>
@@ -27,29 +26,6 @@ void SoftmaxSum::add(const float* score, const float* value) {
 
 void SoftmaxSum::value(float* out) const {
   for (size_t j = 0; j < max_.size(); ++j) out[j] = acc_[j] / sum_[j];
-}
-
-RowStore::RowStore(KvDtype dtype, int64_t dim, int64_t rows)
-    : dtype_(dtype),
-      dim_(dim),
-      row_bytes_(kv_value_bytes(dtype) * dim),
-      bytes_(static_cast<size_t>(rows * row_bytes_)) {
-  if (dtype == KvDtype::Fp8E4m3)
-    fail("DeepSeek-V4 keeps its KV rows in float32 or bfloat16 (--kv-cache-dtype), not fp8_e4m3");
-}
-
-void RowStore::append(const float* row) {
-  bytes_.resize(bytes_.size() + static_cast<size_t>(row_bytes_));
-  put(rows() - 1, row);
-}
-
-void RowStore::put(int64_t i, const float* row) {
-  encode_kv_row(dtype_, row, dim_, bytes_.data() + i * row_bytes_, nullptr);
-}
-
-void RowStore::read(int64_t first, int64_t n, float* out) const {
-  const KvRows rows = view();
-  for (int64_t i = 0; i < n; ++i) decode_kv_row(rows, first + i, out + i * dim_);
 }
 
 void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* x, int64_t n,
@@ -80,7 +56,7 @@ void compress(const CompressorWeights& w, const Rope& rope, float eps, const flo
     float* out = take(entry, D);
     state.own.value(out);
     kernels::rms_norm(out, w.norm.data(), 1, D, eps, out);
-    rope.apply(out, D, pos + 1 - r);
+    rope.rotate(out, D, pos + 1 - r);
     entries.append(out);
     std::swap(state.own, state.next);
     state.next.reset(D);

@@ -163,27 +163,20 @@ V4Config V4Config::from_json(const json& j, const std::string& origin) {
   if (c.optional<bool>("tie_word_embeddings", false))
     fail("{}: tie_word_embeddings true is not supported for deepseek_v4", origin);
   V4Config cfg;
-  model::read_common_shape(c, cfg);
+  model::read_common_keys(c, cfg);
   read_attention(c, cfg);
   read_compress_ratios(c, cfg);
   read_indexer(c, cfg);
   read_moe(c, cfg);
   read_hyper_connections(c, cfg);
   read_weight_formats(c, cfg);
-  cfg.bos_token_id = c.optional<int64_t>("bos_token_id", 0);
-  if (!model::read_eos_ids(j, origin, cfg.eos_token_ids))
-    cfg.eos_token_ids.push_back(c.optional<int64_t>("eos_token_id", 1));
   return cfg;
 }
 
 V4Config V4Config::load(const std::filesystem::path& model_dir) {
   const auto path = model_dir / "config.json";
   V4Config cfg = from_json(model::read_json_file(path), path.string());
-  const auto generation = model_dir / "generation_config.json";
-  if (std::filesystem::exists(generation)) {
-    model::add_generation_eos_ids(model::read_json_file(generation), generation.string(),
-                                  cfg.eos_token_ids);
-  }
+  model::add_generation_eos_ids(model_dir, cfg.eos_token_ids);
   return cfg;
 }
 

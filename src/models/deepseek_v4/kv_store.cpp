@@ -7,6 +7,33 @@
 
 namespace mlaserve::models::deepseek_v4 {
 
+void check_row_dtype(KvDtype dtype) {
+  if (dtype == KvDtype::Fp8E4m3)
+    fail("DeepSeek-V4 keeps its KV rows in float32 or bfloat16 (--kv-cache-dtype), not fp8_e4m3");
+}
+
+RowStore::RowStore(KvDtype dtype, int64_t dim, int64_t rows)
+    : dtype_(dtype),
+      dim_(dim),
+      row_bytes_(kv_value_bytes(dtype) * dim),
+      bytes_(static_cast<size_t>(rows * row_bytes_)) {
+  check_row_dtype(dtype);
+}
+
+void RowStore::append(const float* row) {
+  bytes_.resize(bytes_.size() + static_cast<size_t>(row_bytes_));
+  put(rows() - 1, row);
+}
+
+void RowStore::put(int64_t i, const float* row) {
+  encode_kv_row(dtype_, row, dim_, bytes_.data() + i * row_bytes_, nullptr);
+}
+
+void RowStore::read(int64_t first, int64_t n, float* out) const {
+  const KvRows rows = view();
+  for (int64_t i = 0; i < n; ++i) decode_kv_row(rows, first + i, out + i * dim_);
+}
+
 SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype) {
   SequenceCache cache;
   cache.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
@@ -20,6 +47,7 @@ SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype) {
 
 V4KvCapacity kv_capacity(const V4Config& cfg, KvDtype dtype, int64_t budget_bytes,
                          int64_t max_sequences) {
+  check_row_dtype(dtype);
   V4KvCapacity c;
   const int64_t value_bytes = kv_value_bytes(dtype);
   double per_token = 0;

@@ -1,14 +1,12 @@
 #include "models/deepseek_v4/model.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
-#include "core/error.h"
-#include "core/numeric.h"
-#include "core/scratch.h"
 
+#include <cstring>
 #include <numeric>
 
+#include "core/error.h"
+#include "core/scratch.h"
 #include "models/deepseek_v4/hyper_connections.h"
 #include "models/deepseek_v4/kv_store.h"
 #include "models/deepseek_v4/load.h"
@@ -31,8 +29,7 @@ const V4Config& single_rank(const V4Config& cfg, const model::RankLayout& layout
 DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format,
                                  const model::RankLayout& layout)
     : cfg_(single_rank(V4Config::load(dir), layout)),
-      info_{"deepseek_v4",      cfg_.vocab_size,  cfg_.hidden_size, cfg_.max_position_embeddings,
-            cfg_.eos_token_ids, cfg_.bos_token_id},
+      info_(model::model_info("deepseek_v4", cfg_)),
       format_(model::resolve_weight_format(format, cfg_.fp8_block_quantized)),
       w_(load_weights(dir, cfg_, format_)),
       window_rope_(cfg_, false),
@@ -44,8 +41,7 @@ SequenceCache DeepseekV4Model::new_cache(KvDtype dtype) const {
 
 std::unique_ptr<model::KvStore> DeepseekV4Model::new_kv_store(int64_t capacity_tokens,
                                                               KvDtype dtype) const {
-  if (dtype == KvDtype::Fp8E4m3)
-    fail("DeepSeek-V4 keeps its KV rows in float32 or bfloat16 (--kv-cache-dtype), not fp8_e4m3");
+  check_row_dtype(dtype);
   return std::make_unique<V4KvStore>(cfg_, capacity_tokens, dtype);
 }
 

@@ -57,21 +57,28 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
   // Shared expert for every row, then each routed expert over the rows that chose it.
   std::fill(out, out + n * H, 0.0f);
   if (w.shared) expert_forward(*w.shared, x, n, limit, out);
-  thread_local std::vector<std::pair<int64_t, float>> picks;  // (row, weight)
+  // The picks grouped by expert (a counting sort): expert e's are order[begin[e], begin[e + 1]).
+  thread_local std::vector<int64_t> begin, next, order;
+  begin.assign(static_cast<size_t>(E + 1), 0);
+  for (int64_t i = 0; i < n * k; ++i) ++begin[static_cast<size_t>(ids[i]) + 1];
+  for (int64_t e = 0; e < E; ++e)
+    begin[static_cast<size_t>(e + 1)] += begin[static_cast<size_t>(e)];
+  order.resize(static_cast<size_t>(n * k));
+  next.assign(begin.begin(), begin.end() - 1);
+  for (int64_t i = 0; i < n * k; ++i)
+    order[static_cast<size_t>(next[static_cast<size_t>(ids[i])]++)] = i;
   for (int64_t e = 0; e < E; ++e) {
-    picks.clear();
-    for (int64_t i = 0; i < n * k; ++i)
-      if (ids[i] == e) picks.emplace_back(i / k, weights[i]);
-    if (picks.empty()) continue;
-    const auto m = static_cast<int64_t>(picks.size());
+    const int64_t first = begin[static_cast<size_t>(e)],
+                  m = begin[static_cast<size_t>(e + 1)] - first;
+    if (m == 0) continue;
     float* rows = take(rows_buf, m * H);
     float* y = take(y_buf, m * H);
     for (int64_t i = 0; i < m; ++i)
-      std::copy_n(x + picks[static_cast<size_t>(i)].first * H, H, rows + i * H);
+      std::copy_n(x + order[static_cast<size_t>(first + i)] / k * H, H, rows + i * H);
     expert_forward(w.experts[static_cast<size_t>(e)], rows, m, limit, y);
     for (int64_t i = 0; i < m; ++i) {
-      const auto [row, weight] = picks[static_cast<size_t>(i)];
-      for (int64_t c = 0; c < H; ++c) out[row * H + c] += weight * y[i * H + c];
+      const int64_t pick = order[static_cast<size_t>(first + i)], row = pick / k;
+      for (int64_t c = 0; c < H; ++c) out[row * H + c] += weights[pick] * y[i * H + c];
     }
   }
 }

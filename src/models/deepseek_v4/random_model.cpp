@@ -53,8 +53,7 @@ class Writer : public RandomTensors {
         const float* v = w.data() + r * cols + g * 32;
         float scale = model::four_bit_group_scale(kernels::WeightType::MXFP4, v, 32);
         if (scale == 0.0f) scale = 1.0f;
-        scales.bytes[static_cast<size_t>(r * groups + g)] =
-            static_cast<uint8_t>(std::ilogb(scale) + 127);
+        scales.bytes[static_cast<size_t>(r * groups + g)] = f32_to_e8m0(scale);
         for (int64_t k = 0; k < 32; ++k) {
           const int64_t col = g * 32 + k;
           const uint8_t code = model::four_bit_code(kernels::WeightType::MXFP4, v[k], scale);

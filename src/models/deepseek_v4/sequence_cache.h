@@ -31,6 +31,9 @@ struct CompressorState {
   SoftmaxSum own, next;
 };
 
+// DeepSeek-V4's rows are float32 or bf16; fp8_e4m3 (V3's per-row scales) fails by name.
+void check_row_dtype(KvDtype dtype);
+
 // Rows of `dim` values in a KV dtype (float32 or bf16): written as float32, read back as such.
 class RowStore {
  public:
