@@ -1,9 +1,12 @@
 // DeepSeek-V4 through the runtime (the model::Model seam): `mlaserve eval` on a random V4 model
 // in DeepSeek's released layout (FP8 blocks with E8M0 scales, FP4 experts) against the float64
 // reference, and `mlaserve serve`: concurrent requests of mixed lengths, prompts prefilled in
-// chunks beside decodes, and retractions each give the tokens a request gets alone (float32).
-// V4 runs at --tp 1 for now: its parallel layouts are refused by name.
+// chunks beside decodes, and retractions each give the tokens a request gets alone (float32);
+// every parallel layout (attention TP, DP attention, dp_linear, EP-MoE, replicas) against the
+// same reference and the layout's own alone outputs.
 #include <gtest/gtest.h>
+
+#include <cctype>
 
 #include "support/command.h"
 #include "support/files.h"
@@ -15,13 +18,15 @@ namespace {
 
 using nlohmann::json;
 
-// tests/data/configs/v4-tiny.json with brown-tiny's vocabulary (the serving tests send its ids).
+// tests/data/configs/v4-tiny.json with brown-tiny's vocabulary (the serving tests send its ids)
+// and 4 blocks of 32 intermediate columns per expert, so that TP-MoE slices them over 4 ranks.
 class DeepseekV4Serving : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     json config = read_json("tests/data/configs/v4-tiny.json");
     config["vocab_size"] = 4114;
+    config["moe_intermediate_size"] = 128;
     write_json(*dir_ / "config.json", config);
     const auto made = run_command(mlaserve_bin() + " make-model --config " +
                                   (*dir_ / "config.json").string() + " --out " + model().string() +
@@ -38,8 +43,8 @@ class DeepseekV4Serving : public ::testing::Test {
 TempDir* DeepseekV4Serving::dir_ = nullptr;
 
 // Prompts of 1, 40 and 150 tokens (past the 8-token window, CSA's top-4 entries and HCA's first
-// 128-token entry), 6 greedy tokens each.
-TEST_F(DeepseekV4Serving, EvalMatchesTheFloat64Reference) {
+// 128-token entry), 6 greedy tokens each, under `layout`.
+void expect_eval_matches_reference(const std::filesystem::path& model, const std::string& layout) {
   json prompts = json::array();
   for (const int n : {1, 40, 150}) {
     std::vector<int> ids;
@@ -48,8 +53,8 @@ TEST_F(DeepseekV4Serving, EvalMatchesTheFloat64Reference) {
   }
   const json input = {{"prompts", prompts}};
   TempDir tmp;
-  const json got = run_eval(model(), input, "--dtype float32 --step-logits", tmp, 6);
-  const json want = run_float64_reference(model(), input, 6, tmp, "deepseek_v4_reference.py");
+  const json got = run_eval(model, input, "--dtype float32 --step-logits " + layout, tmp, 6);
+  const json want = run_float64_reference(model, input, 6, tmp, "deepseek_v4_reference.py");
   ASSERT_FALSE(got.empty());
   ASSERT_FALSE(want.empty());
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -67,6 +72,35 @@ TEST_F(DeepseekV4Serving, EvalMatchesTheFloat64Reference) {
       EXPECT_EQ(g["greedy"][t], w["greedy"][t]) << "greedy token " << t;
   }
 }
+
+TEST_F(DeepseekV4Serving, EvalMatchesTheFloat64Reference) {
+  expect_eval_matches_reference(model(), "");
+}
+
+// Attention TP inside a group (heads by output group, the vocabulary split), DP attention with
+// and without dp_linear, EP-MoE, TP-MoE over 4 ranks, the padding modes of the DP gather, and
+// every exchange checked for agreement between ranks.
+class DeepseekV4Layouts : public DeepseekV4Serving,
+                          public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(DeepseekV4Layouts, EvalMatchesTheFloat64Reference) {
+  expect_eval_matches_reference(model(), GetParam() + " --check-collectives");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Parallel, DeepseekV4Layouts,
+    ::testing::Values("--tp 2", "--tp 4 --dp 2 --enable-dp-attention",
+                      "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear",
+                      "--tp 4 --dp 4 --enable-dp-attention --enable-ep-moe",
+                      "--tp 4 --dp 2 --enable-dp-attention --dp-padding max_len",
+                      "--tp 4 --dp 4 --enable-dp-attention --dp-padding exact"),
+    [](const auto& info) {
+      std::string name;
+      for (const char c : info.param) {
+        if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+      }
+      return name;
+    });
 
 // 32 concurrent requests, prompts chunked 64 tokens at a time beside the decodes.
 TEST_F(DeepseekV4Serving, ConcurrentRequestsEqualTheirAloneOutputs) {
@@ -115,9 +149,21 @@ TEST_F(DeepseekV4Serving, ReplicasGiveTheOutputsOfOneRank) {
   }
 }
 
-TEST_F(DeepseekV4Serving, TensorParallelLayoutsAreRefusedByName) {
-  expect_fails_fast(mlaserve_bin() + " serve --model " + model().string() + " --tp 2", 60,
-                    {"deepseek_v4 runs with --tp 1 for now"});
+// Under DP attention with attention TP and dp_linear, 16 concurrent requests (chunked prefills
+// beside decodes, the groups' loads uneven) give the tokens each gets alone on the same layout.
+TEST_F(DeepseekV4Serving, DpAttentionServesConcurrentRequestsAsAlone) {
+  const json status = expect_batched_equals_alone(
+      "--model " + model().string() +
+          " --tp 4 --dp 2 --enable-dp-attention --enable-dp-linear --chunked-prefill-size 64",
+      mixed_jobs(16));
+  EXPECT_GT(status["mixed_steps"].get<int64_t>(), 0) << status.dump();
+}
+
+// A layout that would leave a rank without a share is refused before loading, naming the fix:
+// 4 attention ranks for the model's 2 output groups of heads.
+TEST_F(DeepseekV4Serving, AttentionSplitsBeyondTheOutputGroupsAreRefused) {
+  expect_fails_fast(mlaserve_bin() + " serve --model " + model().string() + " --tp 4", 60,
+                    {"o_groups 2 do not spread over 4 attention ranks", "--enable-dp-attention"});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // zero-fill or page faults, and no heap high-water marks left behind by freed temporaries).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

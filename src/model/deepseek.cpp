@@ -430,11 +430,9 @@ void DeepseekModel::attention(const AttentionWeights& w, int64_t layer, const St
 
 void DeepseekModel::replicated_linear(FlopKind kind, const float* x, int64_t T,
                                       const kernels::Weight& w, float* y, StepComm& comm) {
-  if (!comm.shard_tokens(T)) return linear(kind, x, T, w, y);
-  const Range shard = comm.token_shard(T);
-  float* part = take(buf_.token_shard, shard.size() * w.rows());
-  linear(kind, x + shard.begin * cfg_.hidden_size, shard.size(), w, part);
-  comm.gather_token_rows(part, T, w.rows(), y);
+  model::replicated_linear(
+      comm, x, T, cfg_.hidden_size, w.rows(), y, buf_.token_shard,
+      [&](const float* rows, int64_t n, float* out) { linear(kind, rows, n, w, out); });
 }
 
 // The lightning indexer's inputs (DeepSeek-V3.2): per token t at position p,

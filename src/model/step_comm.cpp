@@ -22,6 +22,16 @@ void SingleRankComm::gather_token_rows(const float* shard, int64_t n_tokens, int
   std::copy(shard, shard + n_tokens * width, rows);
 }
 
+void SingleRankComm::gather_groups(const float* local, int64_t n_local, int64_t width,
+                                   std::vector<float>& all) {
+  all.assign(local, local + n_local * width);
+}
+
+void SingleRankComm::reduce_to_group(const float* partial, int64_t n_local, int64_t width,
+                                     float* out) {
+  std::copy(partial, partial + n_local * width, out);
+}
+
 void SingleRankComm::gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
                                   float* logits) {
   std::copy(logits_shard, logits_shard + rows * vocab, logits);

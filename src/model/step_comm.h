@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/scratch.h"
 #include "model/sharding.h"
 
 namespace mlaserve::model {
@@ -38,10 +39,34 @@ class StepComm {
   virtual void mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
                                 int64_t hidden) = 0;
 
+  // The same two exchanges for a residual that is not updated by addition (DeepSeek-V4's
+  // hyper-connections mix their streams around each sublayer, so what crosses is the sublayer's
+  // input and output, not a residual). gather_groups: this group's complete rows [n_local, width]
+  // (the same on each of its ranks) -> every group's rows in the MLP's order, [n_global, width].
+  // reduce_to_group: this rank's partial sums of those rows, [n_global, width] -> the complete
+  // rows of this rank's group, written to out [n_local, width].
+  virtual void gather_groups(const float* local, int64_t n_local, int64_t width,
+                             std::vector<float>& all) = 0;
+  virtual void reduce_to_group(const float* partial, int64_t n_local, int64_t width,
+                               float* out) = 0;
+
   // lm_head: this rank's logits for its vocab range, [rows, shard] -> logits [rows, vocab].
   virtual void gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab,
                             float* logits) = 0;
 };
+
+// dp_linear's rule for a replicated linear layer y [T, out] = x [T, width] · Wᵀ: every rank of
+// the group holds W, so when comm shards the step each computes its token shard (`linear(x, rows,
+// y)` on rows of x, into the scratch `shard`) and the shards are all-gathered; else every row.
+template <typename Linear>
+void replicated_linear(StepComm& comm, const float* x, int64_t T, int64_t width, int64_t out,
+                       float* y, std::vector<float>& shard, Linear linear) {
+  if (!comm.shard_tokens(T)) return linear(x, T, y);
+  const Range rows = comm.token_shard(T);
+  float* part = take(shard, rows.size() * out);
+  linear(x + rows.begin * width, rows.size(), part);
+  comm.gather_token_rows(part, T, out, y);
+}
 
 class SingleRankComm final : public StepComm {
  public:
@@ -51,6 +76,9 @@ class SingleRankComm final : public StepComm {
                         std::vector<float>& mlp_input) override;
   void mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
                         int64_t hidden) override;
+  void gather_groups(const float* local, int64_t n_local, int64_t width,
+                     std::vector<float>& all) override;
+  void reduce_to_group(const float* partial, int64_t n_local, int64_t width, float* out) override;
   void gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab, float* logits) override;
 };
 

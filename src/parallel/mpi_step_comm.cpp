@@ -146,17 +146,40 @@ void MpiStepComm::gather_reduced_rows(const float* local, int64_t hidden,
 
 void MpiStepComm::mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
                                    int64_t hidden) {
-  const ScatterLayout& s = scatter_;
-  const float* mine = nullptr;  // this group's summed rows [n_local, hidden]
-  if (s.mode == ScatterMode::AllReduce) {
-    float* summed = take(summed_, s.buffer_rows * hidden);
-    std::copy_n(mlp_partial, s.buffer_rows * hidden, summed);
-    tp_.all_reduce_sum(summed, s.buffer_rows * hidden);
-    mine = summed + s.group_start[static_cast<size_t>(topology_.group_in_instance())] * hidden;
-  } else {
-    mine = reduce_scatter_group_rows(mlp_partial, hidden);
-  }
+  const float* mine = group_sums(mlp_partial, hidden);
   for (int64_t i = 0; i < n_local * hidden; ++i) residual[i] += mine[i];
+}
+
+// Each group's rows at its offset of a zeroed buffer summed over tp (SumLen, Legacy: one
+// all-reduce, only the group leader adding its rows), else the gather of MaxLen / Exact.
+void MpiStepComm::gather_groups(const float* local, int64_t n_local, int64_t width,
+                                std::vector<float>& all) {
+  if (gather_.mode != PaddingMode::SumLen && gather_.mode != PaddingMode::Legacy) {
+    gather_reduced_rows(local, width, all);
+    return;
+  }
+  all.assign(static_cast<size_t>(gather_.mlp_rows * width), 0.0f);
+  if (topology_.group_leader()) {
+    const int64_t offset = gather_.offsets[static_cast<size_t>(topology_.group_in_instance())];
+    std::copy_n(local, n_local * width, all.data() + offset * width);
+  }
+  tp_.all_reduce_sum(all.data(), gather_.mlp_rows * width);
+}
+
+void MpiStepComm::reduce_to_group(const float* partial, int64_t n_local, int64_t width,
+                                  float* out) {
+  std::copy_n(group_sums(partial, width), n_local * width, out);
+}
+
+// The MLP's partial rows summed over tp; returns this group's summed rows [n_local, hidden]
+// (scratch: valid until the next exchange).
+const float* MpiStepComm::group_sums(const float* mlp_partial, int64_t hidden) {
+  const ScatterLayout& s = scatter_;
+  if (s.mode != ScatterMode::AllReduce) return reduce_scatter_group_rows(mlp_partial, hidden);
+  float* summed = take(summed_, s.buffer_rows * hidden);
+  std::copy_n(mlp_partial, s.buffer_rows * hidden, summed);
+  tp_.all_reduce_sum(summed, s.buffer_rows * hidden);
+  return summed + s.group_start[static_cast<size_t>(topology_.group_in_instance())] * hidden;
 }
 
 // Reduce-scatter over tp (this rank gets its shard of its group's rows), then all-gather the

@@ -54,9 +54,13 @@ class MpiStepComm final : public model::StepComm {
                         std::vector<float>& mlp_input) override;
   void mlp_to_attention(const float* mlp_partial, float* residual, int64_t n_local,
                         int64_t hidden) override;
+  void gather_groups(const float* local, int64_t n_local, int64_t width,
+                     std::vector<float>& all) override;
+  void reduce_to_group(const float* partial, int64_t n_local, int64_t width, float* out) override;
   void gather_vocab(const float* logits_shard, int64_t rows, int64_t vocab, float* logits) override;
 
  private:
+  const float* group_sums(const float* mlp_partial, int64_t hidden);
   void gather_reduced_rows(const float* local, int64_t hidden, std::vector<float>& mlp_input);
   const float* reduce_scatter_group_rows(const float* mlp_partial, int64_t hidden);
 

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu_isa.h"
+#include "models/deepseek_v4/sharding.h"
 #include "runtime/weight_packing.h"
 
 namespace mlaserve::tools {
@@ -135,6 +136,7 @@ models::ModelCard ModelOptions::read_card(const parallel::Topology& topo, bool w
 
 void ModelOptions::check_card(const models::ModelCard& card, const parallel::Topology& topo,
                               bool with_mtp, int64_t other_bytes) const {
+  if (card.deepseek_v4) models::deepseek_v4::check_layout(*card.deepseek_v4, topo.layout);
   if (!card.deepseek) return;
   parallel::check_model_fits(topo, *card.deepseek);
   choose_weight_packing(*card.deepseek, topo.layout, with_mtp, other_bytes);

@@ -62,28 +62,55 @@ void round_to(KvDtype dtype, float* row, int64_t dim) {
 
 }  // namespace
 
+// This rank's heads of the layer's attention for the step's rows x [n, H], into out [n, H]
+// complete: every rank of the attention group computes the replicated projections, rows, entries
+// and selection itself (dp_linear may split the projections' tokens), its heads' attention and
+// its output groups' partial sums, completed over the group (sharding.h).
 void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const float* x,
-                                std::span<const SequenceRows> seqs, int64_t n, float* out) const {
+                                std::span<const SequenceRows> seqs, int64_t n,
+                                model::StepComm& comm, float* out) const {
   const AttentionWeights& w = lw.attn;
-  const int64_t nh = cfg_.num_attention_heads, d = cfg_.head_dim, ql = cfg_.q_lora_rank;
+  const int64_t nh = shards_.heads().size(), d = cfg_.head_dim, ql = cfg_.q_lora_rank;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
   const Rope& rope = layer_rope(layer);
-
-  // q: [n, nh, d] from the q latent, each head RMS-normalised (no weight), RoPE on its last dims.
   // Scratch kept across steps (core/scratch.h): a step allocates and page-faults nothing.
-  thread_local std::vector<float> qr_buf, q_buf, kv_buf, o_buf, og_buf, zg_buf, z_buf;
-  float* qr = take(qr_buf, n * ql);
+  thread_local std::vector<float> qr_buf, q_buf, kv_buf, ckv_buf, cscore_buf, ikv_buf, iscore_buf,
+      iq_buf, iw_buf, o_buf, og_buf, zg_buf, z_buf, shard_buf;
+  const auto project = [&](const kernels::Weight& weight, std::vector<float>& buf) {
+    float* y = take(buf, n * weight.rows());
+    model::replicated_linear(
+        comm, x, n, cfg_.hidden_size, weight.rows(), y, shard_buf,
+        [&](const float* rows, int64_t m, float* ys) { kernels::matmul(rows, m, weight, ys); });
+    return y;
+  };
+  // q: [n, nh, d] from the q latent, each head RMS-normalised (no weight), RoPE on its last dims.
+  StepProjections p;
+  p.qr = project(w.wq_a, qr_buf);
+  kernels::rms_norm(p.qr, w.q_norm.data(), n, ql, eps, p.qr);
   float* q = take(q_buf, n * nh * d);
-  kernels::matmul(x, n, w.wq_a, qr);
-  kernels::rms_norm(qr, w.q_norm.data(), n, ql, eps, qr);
-  kernels::matmul(qr, n, w.wq_b, q);
+  kernels::matmul(p.qr, n, w.wq_b, q);
   thread_local std::vector<float> unit;
   unit.assign(static_cast<size_t>(d), 1.0f);
   kernels::rms_norm(q, unit.data(), n * nh, d, eps, q);
   // kv: [n, d], one row per token, key and value of every head.
-  float* kv = take(kv_buf, n * d);
-  kernels::matmul(x, n, w.wkv, kv);
+  float* kv = project(w.wkv, kv_buf);
+  p.kv = kv;
   kernels::rms_norm(kv, w.kv_norm.data(), n, d, eps, kv);
+  // The compressors' and the indexer's projections of the step's rows.
+  if (w.compressor) {
+    p.compressor_kv = project(w.compressor->wkv, ckv_buf);
+    p.compressor_score = project(w.compressor->wgate, cscore_buf);
+  }
+  if (w.indexer) {
+    const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
+    p.index_kv = project(w.indexer->compressor.wkv, ikv_buf);
+    p.index_score = project(w.indexer->compressor.wgate, iscore_buf);
+    p.index_w = project(w.indexer->weights_proj, iw_buf);
+    p.index_q = take(iq_buf, n * ih * id);
+    kernels::matmul(p.qr, n, w.indexer->wq_b, p.index_q);
+    const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
+    for (int64_t i = 0; i < n * ih; ++i) p.index_w[i] *= scale;
+  }
   // Each sequence's compressors take its new tokens and each query gathers the rows it reads.
   // (Kept across steps like the scratch: emptied, their capacity stays.)
   // (A reference, so that the pool's threads below read this thread's lists.)
@@ -93,7 +120,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(t)].clear();
   // Each row's RoPE angles, computed once for its q heads, its row, its output and its index q.
   thread_local std::vector<float> angles_buf;
-  float* angles = take(angles_buf, n * rope.angle_floats());
+  p.angles = take(angles_buf, n * rope.angle_floats());
   // Each sequence's stored rows (ring, entries) as float32, for its queries to read.
   thread_local std::vector<std::vector<float>> decoded;
   if (decoded.size() < seqs.size()) decoded.resize(seqs.size());
@@ -101,13 +128,13 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
     const SequenceRows& s = seqs[i];
     for (int64_t t = s.row; t < s.row + s.n; ++t) {
       const int64_t pos = s.first + t - s.row;
-      float* cs = angles + t * rope.angle_floats();
+      float* cs = p.angles + t * rope.angle_floats();
       rope.angles(pos, cs);
       rope.rotate(q + t * nh * d, nh, d, d, cs);
       rope.rotate(kv + t * d, 1, d, d, cs);
       round_to(s.cache->layers[static_cast<size_t>(layer)].window.dtype(), kv + t * d, d);
     }
-    gather_rows(w, layer, s, x, qr, kv, angles, decoded[i], rows);
+    gather_rows(w, layer, s, p, decoded[i], rows);
   }
   // Every query of the step at once: attention with the sinks, the output de-rotated at the
   // query's position.
@@ -118,7 +145,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
     float* ot = o + t * nh * d;
     kernels::sink_attention({nh, d, static_cast<int64_t>(r.size()), scale}, q + t * nh * d,
                             r.data(), w.sink.data(), ot);
-    rope.rotate(ot, nh, d, d, angles + t * rope.angle_floats(), true);
+    rope.rotate(ot, nh, d, d, p.angles + t * rope.angle_floats(), true);
   });
   // The new rows join the windows only now: the queries above read the rows they replace.
   const int64_t W = cfg_.sliding_window;
@@ -127,8 +154,10 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
     for (int64_t t = 0; t < s.n; ++t) cache.window.put((s.first + t) % W, kv + (s.row + t) * d);
   }
 
-  // Grouped low-rank output: z_g = wo_a[g] · o_g for each group of heads, out = wo_b · z.
-  const int64_t groups = cfg_.o_groups, group_in = nh * d / groups, rank = cfg_.o_lora_rank;
+  // Grouped low-rank output: z_g = wo_a[g] · o_g for each of this rank's groups of heads,
+  // out = wo_b · z (its columns of those groups: partial sums over the attention group).
+  const auto groups = static_cast<int64_t>(w.wo_a.size());
+  const int64_t group_in = shards_.heads_per_group * d, rank = cfg_.o_lora_rank;
   float* og = take(og_buf, n * group_in);
   float* zg = take(zg_buf, n * rank);
   float* z = take(z_buf, n * groups * rank);
@@ -139,42 +168,41 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
     for (int64_t t = 0; t < n; ++t) std::copy_n(zg + t * rank, rank, z + (t * groups + g) * rank);
   }
   kernels::matmul(z, n, w.wo_b, out);
+  comm.sum_over_attn_tp(out, n * cfg_.hidden_size);
 }
 
 void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
-                                  const float* x, const float* qr, const float* kv,
-                                  const float* angles, std::vector<float>& decoded,
+                                  const StepProjections& step, std::vector<float>& decoded,
                                   std::vector<std::vector<const float*>>& rows) const {
   const int64_t d = cfg_.head_dim, W = cfg_.sliding_window;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
   const LayerKind kind = cfg_.layer_kind(layer);
   const Rope& rope = layer_rope(layer);
   LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
-  x += s.row * cfg_.hidden_size;
-  qr += s.row * cfg_.q_lora_rank;
-  kv += s.row * d;
+  const float* kv = step.kv + s.row * d;
   // The raw row of a position the sequence's queries may see: a new one, or the ring's
   // (positions from first - W + 1 on, which the new rows overwrite only after every query has
   // read them).
   auto raw_row = [&](int64_t pos) -> const float* {
     return pos >= s.first ? kv + (pos - s.first) * d : decoded.data() + (pos % W) * d;
   };
-  if (w.compressor)
-    compress(*w.compressor, rope, eps, x, s.n, s.first, cache.kv_state, cache.entries);
-  thread_local std::vector<float> index_q_buf, index_w_buf;
-  float *index_q = nullptr, *index_w = nullptr;
+  if (w.compressor) {
+    const int64_t width = w.compressor->width();
+    compress(*w.compressor, rope, eps, step.compressor_kv + s.row * width,
+             step.compressor_score + s.row * width, s.n, s.first, cache.kv_state, cache.entries);
+  }
   const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
+  float* index_q = nullptr;
+  const float* index_w = nullptr;
   if (w.indexer) {
-    compress(w.indexer->compressor, rope, eps, x, s.n, s.first, cache.index_state,
-             cache.index_keys);
-    index_q = take(index_q_buf, s.n * ih * id);
-    index_w = take(index_w_buf, s.n * ih);
-    kernels::matmul(qr, s.n, w.indexer->wq_b, index_q);
-    kernels::matmul(x, s.n, w.indexer->weights_proj, index_w);
-    const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
-    for (int64_t i = 0; i < s.n * ih; ++i) index_w[i] *= scale;
+    const int64_t width = w.indexer->compressor.width();
+    compress(w.indexer->compressor, rope, eps, step.index_kv + s.row * width,
+             step.index_score + s.row * width, s.n, s.first, cache.index_state, cache.index_keys);
+    index_q = step.index_q + s.row * ih * id;
+    index_w = step.index_w + s.row * ih;
     for (int64_t t = 0; t < s.n; ++t)
-      rope.rotate(index_q + t * ih * id, ih, id, id, angles + (s.row + t) * rope.angle_floats());
+      rope.rotate(index_q + t * ih * id, ih, id, id,
+                  step.angles + (s.row + t) * rope.angle_floats());
   }
   // The compressed entries each query reads: HCA's every visible one, CSA's the indexer's pick.
   thread_local std::vector<std::vector<int32_t>> picks;

@@ -28,14 +28,9 @@ void SoftmaxSum::value(float* out) const {
   for (size_t j = 0; j < max_.size(); ++j) out[j] = acc_[j] / sum_[j];
 }
 
-void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* x, int64_t n,
-              int64_t first, CompressorState& state, RowStore& entries) {
+void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* kv,
+              float* score, int64_t n, int64_t first, CompressorState& state, RowStore& entries) {
   const int64_t r = w.ratio, D = w.dim, width = w.width();
-  thread_local std::vector<float> kv_buf, score_buf;  // scratch kept across steps
-  float* kv = take(kv_buf, n * width);
-  float* score = take(score_buf, n * width);
-  kernels::matmul(x, n, w.wkv, kv);
-  kernels::matmul(x, n, w.wgate, score);
   if (first == 0) {
     state.own.reset(D);
     state.next.reset(D);

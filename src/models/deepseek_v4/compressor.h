@@ -12,9 +12,11 @@
 
 namespace mlaserve::models::deepseek_v4 {
 
-// Feeds the rows x [n, H] of positions [first, first + n), the tokens after those `state` has
-// seen, and appends every entry they complete to `entries` (rows of D).
-void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* x, int64_t n,
-              int64_t first, CompressorState& state, RowStore& entries);
+// Feeds the tokens of positions [first, first + n), those after the ones `state` has seen, and
+// appends every entry they complete to `entries` (rows of D). kv and score [n, c·D] are their
+// rows' projections by w.wkv and w.wgate (the caller computes them for a whole step); score is
+// consumed (the gate's position bias is added in place).
+void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* kv,
+              float* score, int64_t n, int64_t first, CompressorState& state, RowStore& entries);
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "models/deepseek_v4/sharding.h"
 
 namespace mlaserve::models::deepseek_v4 {
 
@@ -15,16 +16,27 @@ namespace {
 
 class Reader {
  public:
-  Reader(const model::Checkpoint& ckpt, const model::WeightFormat& format, const V4Config& cfg)
-      : ckpt_(ckpt), loader_(ckpt, format, cfg.fp8_block_quantized), cfg_(cfg) {}
+  Reader(const model::Checkpoint& ckpt, const model::WeightFormat& format, const V4Config& cfg,
+         const model::RankLayout& layout)
+      : ckpt_(ckpt),
+        loader_(ckpt, format, cfg.fp8_block_quantized),
+        cfg_(cfg),
+        layout_(layout),
+        shards_(deepseek_v4::shards(cfg, layout)) {}
+
+  const V4Shards& shards() const { return shards_; }
 
   // A linear layer's [rows, cols] weight, rows [row_begin, row_begin + n) of it when n > 0.
   Weight linear(const std::string& name, int64_t rows, int64_t cols, WeightKind kind,
                 int64_t row_begin = 0, int64_t n = 0) const {
     return prepared(block(name, rows, cols, kind, row_begin, n));
   }
-  Weight embedding(const std::string& name, int64_t rows, int64_t cols) const {
-    return prepared(block(name, rows, cols, WeightKind::Embedding, 0, 0), true);
+  // This rank's block of t (sharding.h); keep_rows as prepared().
+  Weight split(const model::SplitTensor& t, bool keep_rows = false) const {
+    const model::Block b = model::owned_block(layout_, t);
+    Weight w = loader_.new_weight(t.name, b.rows, b.cols, t.kind);
+    loader_.copy_block(t.name, t.rows, t.cols, b, w, 0);
+    return prepared(std::move(w), keep_rows);
   }
   size_t value_bytes() const { return value_bytes_; }
   size_t resident_bytes() const { return resident_bytes_; }
@@ -91,6 +103,8 @@ class Reader {
   const model::Checkpoint& ckpt_;
   model::WeightLoader loader_;
   const V4Config& cfg_;
+  const model::RankLayout& layout_;
+  V4Shards shards_;
   mutable size_t value_bytes_ = 0, resident_bytes_ = 0;
 };
 
@@ -119,16 +133,18 @@ AttentionWeights attention(const Reader& r, const std::string& p, int64_t layer,
   AttentionWeights w;
   w.wq_a = r.linear(p + "wq_a.weight", c.q_lora_rank, H, WeightKind::QkvA);
   w.q_norm = r.values(p + "q_norm.weight", c.q_lora_rank);
-  w.wq_b = r.linear(p + "wq_b.weight", nh * d, c.q_lora_rank, WeightKind::QB);
+  w.wq_b = r.split(query_up(c, p + "wq_b.weight"));
   w.wkv = r.linear(p + "wkv.weight", d, H, WeightKind::QkvA);
   w.kv_norm = r.values(p + "kv_norm.weight", d);
-  w.sink = r.values(p + "attn_sink", nh);
+  const model::Range heads = r.shards().heads(), groups = r.shards().o_groups;
+  const std::vector<float> sinks = r.values(p + "attn_sink", nh);
+  w.sink.assign(sinks.begin() + heads.begin, sinks.begin() + heads.end);
   const int64_t group_in = nh * d / c.o_groups;
-  for (int64_t g = 0; g < c.o_groups; ++g) {
+  for (int64_t g = groups.begin; g < groups.end; ++g) {
     w.wo_a.push_back(r.linear(p + "wo_a.weight", c.o_groups * c.o_lora_rank, group_in,
                               WeightKind::O, g * c.o_lora_rank, c.o_lora_rank));
   }
-  w.wo_b = r.linear(p + "wo_b.weight", H, c.o_groups * c.o_lora_rank, WeightKind::O);
+  w.wo_b = r.split(output_down(c, p + "wo_b.weight"));
   const int64_t ratio = c.compress_ratio(layer);
   if (ratio == 0) return w;
   w.compressor = compressor(r, p + "compressor.", ratio, d, c);
@@ -143,11 +159,9 @@ AttentionWeights attention(const Reader& r, const std::string& p, int64_t layer,
 }
 
 ExpertWeights expert(const Reader& r, const std::string& p, const V4Config& c, bool routed) {
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
-  const WeightKind up = routed ? WeightKind::ExpertGateUp : WeightKind::MlpGateUp;
-  const WeightKind down = routed ? WeightKind::ExpertDown : WeightKind::MlpDown;
-  return {r.linear(p + "w1.weight", I, H, up), r.linear(p + "w3.weight", I, H, up),
-          r.linear(p + "w2.weight", H, I, down)};
+  return {r.split(expert_up(c, p + "w1.weight", routed)),
+          r.split(expert_up(c, p + "w3.weight", routed)),
+          r.split(expert_down(c, p + "w2.weight", routed))};
 }
 
 MoeWeights moe(const Reader& r, const std::string& p, int64_t layer, const V4Config& c) {
@@ -158,7 +172,7 @@ MoeWeights moe(const Reader& r, const std::string& p, int64_t layer, const V4Con
   } else {
     w.bias = r.values(p + "gate.bias", c.n_routed_experts);
   }
-  for (int64_t e = 0; e < c.n_routed_experts; ++e)
+  for (int64_t e = r.shards().experts.begin; e < r.shards().experts.end; ++e)
     w.experts.push_back(expert(r, fmt::format("{}experts.{}.", p, e), c, true));
   if (c.n_shared_experts > 0) w.shared = expert(r, p + "shared_experts.", c, false);
   return w;
@@ -179,15 +193,16 @@ LayerWeights layer(const Reader& r, int64_t i, const V4Config& c) {
 }  // namespace
 
 V4Weights load_weights(const std::filesystem::path& dir, const V4Config& cfg,
-                       const model::WeightFormat& format) {
+                       const model::WeightFormat& format, const model::RankLayout& layout) {
   const model::Checkpoint ckpt = model::Checkpoint::open(dir);
-  const Reader r(ckpt, format, cfg);
+  const Reader r(ckpt, format, cfg, layout);
   V4Weights w;
-  w.embed = r.embedding("embed.weight", cfg.vocab_size, cfg.hidden_size);
+  // The embedding keeps its row-major values: it is read by rows.
+  w.embed = r.split(vocab_rows(cfg, "embed.weight", WeightKind::Embedding), true);
   for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) w.layers.push_back(layer(r, i, cfg));
   w.hc_head = hc_weights(r, "hc_head", cfg.hc_mult, 1, cfg);
   w.norm = r.values("norm.weight", cfg.hidden_size);
-  w.head = r.linear("head.weight", cfg.vocab_size, cfg.hidden_size, WeightKind::LmHead);
+  w.head = r.split(vocab_rows(cfg, "head.weight", WeightKind::LmHead));
   w.value_bytes = r.value_bytes();
   w.resident_bytes = r.resident_bytes();
   return w;

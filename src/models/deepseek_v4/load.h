@@ -11,8 +11,9 @@
 
 namespace mlaserve::models::deepseek_v4 {
 
-// format must be resolved (model::resolve_weight_format with the config's FP8 flag).
+// This rank's part of the weights under layout (sharding.h). format must be resolved
+// (model::resolve_weight_format with the config's FP8 flag).
 V4Weights load_weights(const std::filesystem::path& dir, const V4Config& cfg,
-                       const model::WeightFormat& format);
+                       const model::WeightFormat& format, const model::RankLayout& layout);
 
 }  // namespace mlaserve::models::deepseek_v4

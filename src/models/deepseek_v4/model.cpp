@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -15,23 +16,32 @@ namespace mlaserve::models::deepseek_v4 {
 
 namespace {
 
-const V4Config& single_rank(const V4Config& cfg, const model::RankLayout& layout) {
-  if (layout.tp_size != 1) {
-    fail(
-        "deepseek_v4 runs with --tp 1 for now (one rank per model instance; replicas are "
-        "fine); its tensor-parallel and DP-attention layouts are not built yet");
-  }
+const V4Config& checked(const V4Config& cfg, const model::RankLayout& layout) {
+  check_layout(cfg, layout);
   return cfg;
+}
+
+// Every group's token ids in the MoE's row order (0 for a padding row).
+std::vector<int32_t> step_tokens(const std::vector<int32_t>& tokens, model::StepComm& comm) {
+  std::vector<float> local(tokens.size()), all;
+  std::transform(tokens.begin(), tokens.end(), local.begin(),
+                 [](int32_t id) { return static_cast<float>(id); });
+  comm.gather_groups(local.data(), static_cast<int64_t>(local.size()), 1, all);
+  std::vector<int32_t> ids(all.size());
+  std::transform(all.begin(), all.end(), ids.begin(),
+                 [](float id) { return static_cast<int32_t>(id); });
+  return ids;
 }
 
 }  // namespace
 
 DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format,
                                  const model::RankLayout& layout)
-    : cfg_(single_rank(V4Config::load(dir), layout)),
+    : cfg_(checked(V4Config::load(dir), layout)),
+      shards_(shards(cfg_, layout)),
       info_(model::model_info("deepseek_v4", cfg_)),
       format_(model::resolve_weight_format(format, cfg_.fp8_block_quantized)),
-      w_(load_weights(dir, cfg_, format_)),
+      w_(load_weights(dir, cfg_, format_, layout)),
       window_rope_(cfg_, false),
       compress_rope_(cfg_, true) {}
 
@@ -56,7 +66,8 @@ std::string DeepseekV4Model::weight_format_description() const {
 }
 
 std::vector<float> DeepseekV4Model::forward(const model::StepInput& in, model::KvStore& kv,
-                                            model::StepComm&, std::vector<float>* final_hidden) {
+                                            model::StepComm& comm,
+                                            std::vector<float>* final_hidden) {
   auto& store = static_cast<V4KvStore&>(kv);
   std::vector<SequenceInput> seqs;
   size_t row = 0;
@@ -65,28 +76,32 @@ std::vector<float> DeepseekV4Model::forward(const model::StepInput& in, model::K
         {std::span(in.tokens).subspan(row, static_cast<size_t>(s.n_new)), &store.sequence(s)});
     row += static_cast<size_t>(s.n_new);
   }
-  std::vector<float> h = hidden(seqs);
-  std::vector<float> out = logits(h, in.logit_rows);
+  std::vector<float> h = hidden(seqs, comm);
+  std::vector<float> out = logits(h, in.logit_rows, comm);
   if (final_hidden) *final_hidden = std::move(h);
   return out;
 }
 
-namespace {
-
-// The embedding rows of tokens, copied into each of the hc streams: x [n, hc, H].
-void embed_streams(const V4Config& c, const kernels::Weight& table,
-                   const std::vector<int32_t>& tokens, float* x) {
-  const int64_t H = c.hidden_size, hc = c.hc_mult;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    if (tokens[t] < 0 || tokens[t] >= c.vocab_size)
-      fail("token id {} is outside the vocabulary (0..{})", tokens[t], c.vocab_size - 1);
-    float* row = x + t * static_cast<size_t>(hc * H);
-    for (int64_t k = 0; k < H; ++k) row[k] = table.at(tokens[t], k);
-    for (int64_t i = 1; i < hc; ++i) std::memcpy(row + i * H, row, static_cast<size_t>(H) * 4);
+void DeepseekV4Model::embed_streams(const std::vector<int32_t>& tokens, model::StepComm& comm,
+                                    float* X) const {
+  const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult;
+  const auto n = static_cast<int64_t>(tokens.size());
+  const model::Range vocab = shards_.vocab;
+  // This rank's lookups [n, H] (zero for another rank's token), summed over the group.
+  thread_local std::vector<float> rows_buf;
+  float* rows = take(rows_buf, n * H);
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = tokens[static_cast<size_t>(t)];
+    if (id < 0 || id >= cfg_.vocab_size)
+      fail("token id {} is outside the vocabulary (0..{})", id, cfg_.vocab_size - 1);
+    const bool mine = id >= vocab.begin && id < vocab.end;
+    for (int64_t k = 0; k < H; ++k) rows[t * H + k] = mine ? w_.embed.at(id - vocab.begin, k) : 0;
+  }
+  comm.sum_over_attn_tp(rows, n * H);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < hc; ++i) std::copy_n(rows + t * H, H, X + (t * hc + i) * H);
   }
 }
-
-}  // namespace
 
 std::vector<float> DeepseekV4Model::forward(const std::vector<int32_t>& tokens,
                                             SequenceCache& cache) const {
@@ -95,25 +110,43 @@ std::vector<float> DeepseekV4Model::forward(const std::vector<int32_t>& tokens,
 }
 
 std::vector<float> DeepseekV4Model::forward(std::span<const SequenceInput> seqs) const {
-  const std::vector<float> h = hidden(seqs);
+  model::SingleRankComm alone;
+  const std::vector<float> h = hidden(seqs, alone);
   std::vector<int64_t> rows(h.size() / static_cast<size_t>(cfg_.hidden_size));
   std::iota(rows.begin(), rows.end(), 0);
-  return logits(h, rows);
+  return logits(h, rows, alone);
 }
 
 std::vector<float> DeepseekV4Model::logits(const std::vector<float>& h,
-                                           std::span<const int64_t> rows) const {
-  const int64_t H = cfg_.hidden_size;
-  thread_local std::vector<float> picked_buf;
-  float* picked = take(picked_buf, static_cast<int64_t>(rows.size()) * H);
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::copy_n(h.data() + rows[i] * H, H, picked + i * static_cast<size_t>(H));
-  std::vector<float> out(rows.size() * static_cast<size_t>(cfg_.vocab_size));
-  kernels::matmul(picked, static_cast<int64_t>(rows.size()), w_.head, out.data());
+                                           std::span<const int64_t> rows,
+                                           model::StepComm& comm) const {
+  const int64_t H = cfg_.hidden_size, m = static_cast<int64_t>(rows.size());
+  thread_local std::vector<float> picked_buf, shard_buf;
+  float* picked = take(picked_buf, m * H);
+  for (int64_t i = 0; i < m; ++i)
+    std::copy_n(h.data() + rows[static_cast<size_t>(i)] * H, H, picked + i * H);
+  float* shard = take(shard_buf, m * w_.head.rows());
+  kernels::matmul(picked, m, w_.head, shard);
+  std::vector<float> out(static_cast<size_t>(m * cfg_.vocab_size));
+  comm.gather_vocab(shard, m, cfg_.vocab_size, out.data());
   return out;
 }
 
-std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs) const {
+void DeepseekV4Model::moe_exchange(const MoeWeights& w, int64_t layer, const float* x,
+                                   const std::vector<int32_t>& step_tokens, int64_t n,
+                                   model::StepComm& comm, float* out) const {
+  const int64_t H = cfg_.hidden_size;
+  thread_local std::vector<float> all_buf, partial_buf;
+  std::vector<float>& all = all_buf;
+  comm.gather_groups(x, n, H, all);
+  const int64_t N = static_cast<int64_t>(all.size()) / H;
+  float* partial = take(partial_buf, N * H);
+  moe(w, layer, all.data(), step_tokens.data(), N, partial);
+  comm.reduce_to_group(partial, n, H, out);
+}
+
+std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
+                                           model::StepComm& comm) const {
   const int64_t H = cfg_.hidden_size;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
   std::vector<int32_t> tokens;
@@ -133,18 +166,22 @@ std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs) 
   float* X = take(streams_buf, n * cfg_.hc_mult * H);
   float* x = take(x_buf, n * H);
   float* y = take(y_buf, n * H);
-  embed_streams(cfg_, w_.embed, tokens, X);
+  embed_streams(tokens, comm, X);
+  // The token ids of every group's rows, in the MoE's row order (its hash-routed layers read
+  // them): gathered once per step as float32 values (exact: check_layout holds ids below 2^24).
+  const std::vector<int32_t> moe_tokens = step_tokens(tokens, comm);
   HcMix mix;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
+    comm.begin_layer(l);
     hc_pre(cfg_, w.hc_attn, X, n, x, mix);
     kernels::rms_norm(x, w.attn_norm.data(), n, H, eps, x);
-    attention(w, l, x, rows, n, y);
+    attention(w, l, x, rows, n, comm, y);
     hc_post(cfg_, mix, y, n, X);
 
     hc_pre(cfg_, w.hc_ffn, X, n, x, mix);
     kernels::rms_norm(x, w.ffn_norm.data(), n, H, eps, x);
-    moe(w.ffn, l, x, tokens.data(), n, y);
+    moe_exchange(w.ffn, l, x, moe_tokens, n, comm, y);
     hc_post(cfg_, mix, y, n, X);
   }
   for (const SequenceRows& s : rows) s.cache->n_tokens += s.n;

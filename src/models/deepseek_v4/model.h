@@ -5,9 +5,12 @@
 //   x, post, comb = hc_pre(X)
 //   X = hc_post(moe(norm(x)), X)         sqrt-softplus or hash routing, clamped SwiGLU
 // then logits = head(norm(hc_head(X))).
-// One rank per model instance (tp = 1): the paged pool with prefix reuse, the parallel layouts and
-// the MTP block come next (docs/DESIGN.md, "DeepSeek-V4"). Activations are float32 between the
-// ops; the matmuls round x to bf16 where the weights' format asks it (--dtype).
+// Any rank layout (sharding.h): attention data-parallel over DP groups and tensor-parallel over
+// a group's ranks by output groups of heads, the MoE over every rank; what crosses between
+// attention and the MoE is the MoE's input and output rows (hidden wide), not the four streams
+// (model::StepComm's gather_groups / reduce_to_group). The paged pool with prefix reuse and the
+// MTP block come next (docs/DESIGN.md, "DeepSeek-V4"). Activations are float32 between the ops;
+// the matmuls round x to bf16 where the weights' format asks it (--dtype).
 #pragma once
 
 #include <filesystem>
@@ -20,6 +23,7 @@
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/rope.h"
 #include "models/deepseek_v4/sequence_cache.h"
+#include "models/deepseek_v4/sharding.h"
 #include "models/deepseek_v4/weights.h"
 
 namespace mlaserve::models::deepseek_v4 {
@@ -32,8 +36,8 @@ struct SequenceInput {
 
 class DeepseekV4Model : public model::Model {
  public:
-  // format.quantization Auto keeps the checkpoint's formats (FP8 blocks, FP4 experts). One rank
-  // only for now: any other layout is refused.
+  // format.quantization Auto keeps the checkpoint's formats (FP8 blocks, FP4 experts); layout:
+  // this rank's place (check_layout refuses one that leaves a rank without a share).
   DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format,
                   const model::RankLayout& layout = model::RankLayout::single());
 
@@ -54,31 +58,51 @@ class DeepseekV4Model : public model::Model {
   std::string weight_format_description() const override;
   std::vector<std::pair<std::string, double>> flop_counts() const override { return {}; }
 
-  // Runs the sequences' new tokens through the model, adding them to their caches; returns
-  // their logits, [all new tokens, vocab] in the order given. The linear layers and the MoE see
-  // every sequence's rows at once; attention reads each sequence's own cache.
+  // One rank alone (tests, tools): runs the sequences' new tokens through the model, adding them
+  // to their caches; returns their logits, [all new tokens, vocab] in the order given. The
+  // linear layers and the MoE see every sequence's rows at once; attention reads each
+  // sequence's own cache.
   std::vector<float> forward(std::span<const SequenceInput> seqs) const;
   std::vector<float> forward(const std::vector<int32_t>& tokens, SequenceCache& cache) const;
 
  private:
   // Every new row's final hidden state (hc_head, then the final norm): [all new tokens, H].
-  std::vector<float> hidden(std::span<const SequenceInput> seqs) const;
-  // head · rows of h ([rows.size(), vocab]).
-  std::vector<float> logits(const std::vector<float>& h, std::span<const int64_t> rows) const;
+  std::vector<float> hidden(std::span<const SequenceInput> seqs, model::StepComm& comm) const;
+  // head · rows of h ([rows.size(), vocab]; each rank its vocabulary rows, gathered).
+  std::vector<float> logits(const std::vector<float>& h, std::span<const int64_t> rows,
+                            model::StepComm& comm) const;
+  // The embedding rows of tokens, copied into each of the hc streams: X [n, hc, H] (each rank
+  // looks up its vocabulary rows, the lookups summed over the attention group).
+  void embed_streams(const std::vector<int32_t>& tokens, model::StepComm& comm, float* X) const;
+  // The MoE of this group's rows x [n, H] into out [n, H]: every group's rows are gathered, each
+  // rank runs its experts' share of all of them, the sums come back to the groups.
+  void moe_exchange(const MoeWeights& w, int64_t layer, const float* x,
+                    const std::vector<int32_t>& step_tokens, int64_t n, model::StepComm& comm,
+                    float* out) const;
   // A sequence's rows of the step: [row, row + n) at positions [first, first + n).
   struct SequenceRows {
     int64_t row, n, first;
     SequenceCache* cache;
   };
   void attention(const LayerWeights& w, int64_t layer, const float* x,
-                 std::span<const SequenceRows> seqs, int64_t n, float* out) const;
+                 std::span<const SequenceRows> seqs, int64_t n, model::StepComm& comm,
+                 float* out) const;
+  // What a layer's attention computes for all the step's rows before the sequences' parts.
+  struct StepProjections {
+    float* qr = nullptr;                                          // q latents [n, q_lora]
+    float* kv = nullptr;                                          // roped rows [n, d]
+    float* angles = nullptr;                                      // RoPE angles per row
+    float *compressor_kv = nullptr, *compressor_score = nullptr;  // [n, c·d]
+    float *index_kv = nullptr, *index_score = nullptr;            // [n, c·index_head_dim]
+    float *index_q = nullptr, *index_w = nullptr;                 // [n, ih, id], [n, ih]
+  };
   // One sequence's part of a layer's attention before the queries run: its compressors take
-  // its new tokens (x: the step's rows, qr their q latents, kv their roped rows, angles their
-  // RoPE angles), its stored rows are decoded into `decoded`, and each of its queries lists the
-  // rows it reads (there or in kv) into rows[its step row].
-  void gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s, const float* x,
-                   const float* qr, const float* kv, const float* angles,
-                   std::vector<float>& decoded, std::vector<std::vector<const float*>>& rows) const;
+  // its new tokens, its stored rows are decoded into `decoded`, and each of its queries lists
+  // the rows it reads (there or in step.kv) into rows[its step row].
+  void gather_rows(const AttentionWeights& w, int64_t layer, const SequenceRows& s,
+                   const StepProjections& step, std::vector<float>& decoded,
+                   std::vector<std::vector<const float*>>& rows) const;
+  // The MoE of this rank's experts (or expert slices) over rows x [n, H] with their token ids.
   void moe(const MoeWeights& w, int64_t layer, const float* x, const int32_t* tokens, int64_t n,
            float* out) const;
 
@@ -87,6 +111,7 @@ class DeepseekV4Model : public model::Model {
   }
 
   V4Config cfg_;
+  V4Shards shards_;
   model::ModelInfo info_;
   model::WeightFormat format_;
   V4Weights w_;

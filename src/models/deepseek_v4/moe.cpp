@@ -1,6 +1,7 @@
 // DeepSeek-V4's MoE: every layer routes each token to top_k experts (by score, or in the first
 // num_hash_layers by a table from token id) plus the shared expert; SwiGLU clamped at
-// swiglu_limit in both.
+// swiglu_limit in both (elementwise over the intermediate columns, so a slice of them computes
+// its share exactly). Every rank routes every row alike and computes its experts' share.
 #include <algorithm>
 #include <cmath>
 
@@ -54,7 +55,8 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
       kernels::route(l, spec, chosen, weights + t * k);
     }
   }
-  // Shared expert for every row, then each routed expert over the rows that chose it.
+  // Shared expert for every row (this rank's slice), then each routed expert this rank holds
+  // (its slice, or the whole expert under EP) over the rows that chose it.
   std::fill(out, out + n * H, 0.0f);
   if (w.shared) expert_forward(*w.shared, x, n, limit, out);
   // The picks grouped by expert (a counting sort): expert e's are order[begin[e], begin[e + 1]).
@@ -67,7 +69,7 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
   next.assign(begin.begin(), begin.end() - 1);
   for (int64_t i = 0; i < n * k; ++i)
     order[static_cast<size_t>(next[static_cast<size_t>(ids[i])]++)] = i;
-  for (int64_t e = 0; e < E; ++e) {
+  for (int64_t e = shards_.experts.begin; e < shards_.experts.end; ++e) {
     const int64_t first = begin[static_cast<size_t>(e)],
                   m = begin[static_cast<size_t>(e + 1)] - first;
     if (m == 0) continue;
@@ -75,7 +77,7 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
     float* y = take(y_buf, m * H);
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(x + order[static_cast<size_t>(first + i)] / k * H, H, rows + i * H);
-    expert_forward(w.experts[static_cast<size_t>(e)], rows, m, limit, y);
+    expert_forward(w.experts[static_cast<size_t>(e - shards_.experts.begin)], rows, m, limit, y);
     for (int64_t i = 0; i < m; ++i) {
       const int64_t pick = order[static_cast<size_t>(first + i)], row = pick / k;
       for (int64_t c = 0; c < H; ++c) out[row * H + c] += weights[pick] * y[i * H + c];

@@ -1,4 +1,5 @@
-// DeepSeek-V4's weights as one rank holds them (tp = 1 for now: every tensor whole). Shapes use
+// DeepSeek-V4's weights as one rank holds them (its share under the layout: sharding.h; the shapes
+// below are whole tensors'). Shapes use
 // H = hidden, hc = hc_mult, nh = heads, d = head_dim, D = a compressor's entry width.
 #pragma once
 
