@@ -5,6 +5,9 @@
 #include <memory>
 #include <vector>
 
+#include "cache/latent_kv_pool.h"
+#include "core/error.h"
+
 namespace mlaserve::model {
 
 namespace {
@@ -208,6 +211,46 @@ RankWeights rank_weights(const ModelConfig& cfg, const RankLayout& layout,
   if (with_mtp) w.mtp = mtp_bytes(walk, cfg);
   w.packed = walk.packed();
   return w;
+}
+
+void check_layout(const ModelConfig& c, const RankLayout& l) {
+  if (c.num_attention_heads % l.attn_tp_size != 0) {
+    fail("num_attention_heads {} is not divisible by the attention TP size {}",
+         c.num_attention_heads, l.attn_tp_size);
+  }
+  if (c.intermediate_size < l.tp_size)
+    fail("intermediate_size {} is smaller than --tp {}", c.intermediate_size, l.tp_size);
+  if (c.n_routed_experts == 0) return;
+  if (l.ep_moe && c.n_routed_experts < l.tp_size) {
+    fail("--enable-ep-moe needs --tp ({}) <= n_routed_experts ({})", l.tp_size, c.n_routed_experts);
+  }
+  if (!l.ep_moe && c.moe_intermediate_size < l.tp_size) {
+    fail("moe_intermediate_size {} is smaller than --tp {} (use --enable-ep-moe)",
+         c.moe_intermediate_size, l.tp_size);
+  }
+}
+
+ModelSizing deepseek_sizing(const ModelConfig& cfg, const WeightFormat& format, KvDtype kv_dtype,
+                            const StoredFp8& stored_fp8, bool with_mtp) {
+  ModelSizing s;
+  s.model_type = cfg.model_type;
+  s.layers = cfg.num_hidden_layers;
+  s.hidden_size = cfg.hidden_size;
+  s.vocab_size = cfg.vocab_size;
+  s.routed_experts = cfg.n_routed_experts;
+  s.experts_per_token = cfg.router.top_k;
+  s.kv_bytes_per_token =
+      cache::LatentKvPool::bytes_per_token(cfg.num_hidden_layers + (with_mtp ? 1 : 0),
+                                           cfg.kv_cache_dim(), kv_dtype, cfg.index_key_dim());
+  s.check_layout = [cfg](const RankLayout& layout) { check_layout(cfg, layout); };
+  s.rank = [cfg, format, stored_fp8, with_mtp](const RankLayout& layout) {
+    const RankWeights w = rank_weights(cfg, layout, format, stored_fp8, with_mtp);
+    // A decode reads the absorbed W_UK / W_UV, not kv_b.
+    const int64_t step =
+        w.attention - w.kv_b + w.lm_head + w.dense_mlp + w.shared_experts + w.router;
+    return RankSizing{w.values(), w.resident(), step, w.routed_experts()};
+  };
+  return s;
 }
 
 }  // namespace mlaserve::model

@@ -9,8 +9,10 @@
 #include <functional>
 #include <string>
 
+#include "core/kv_dtype.h"
 #include "model/config.h"
 #include "model/sharding.h"
+#include "model/sizing.h"
 #include "model/weight_loader.h"
 
 namespace mlaserve::model {
@@ -64,5 +66,14 @@ struct RankWeights {
 RankWeights rank_weights(const ModelConfig& cfg, const RankLayout& layout,
                          const WeightFormat& format, const StoredFp8& stored_fp8,
                          bool with_mtp = false);
+
+// Throws when `layout` leaves a rank without a share of the model: heads that do not divide over
+// the attention ranks, an MLP or experts narrower than tp, fewer experts than EP ranks.
+void check_layout(const ModelConfig& cfg, const RankLayout& layout);
+
+// The planner's view of a DeepSeek-V2/V3 model (sizing.h): rank_weights per layout, and the
+// latent KV rows (with V3.2's index keys; the MTP layer's when with_mtp).
+ModelSizing deepseek_sizing(const ModelConfig& cfg, const WeightFormat& format, KvDtype kv_dtype,
+                            const StoredFp8& stored_fp8, bool with_mtp);
 
 }  // namespace mlaserve::model

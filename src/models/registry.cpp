@@ -3,6 +3,8 @@
 #include "core/error.h"
 #include "model/config_reader.h"
 #include "model/deepseek.h"
+#include "model/footprint.h"
+#include "models/deepseek_v4/footprint.h"
 #include "models/deepseek_v4/model.h"
 
 namespace mlaserve::models {
@@ -42,6 +44,30 @@ std::unique_ptr<model::Model> load_model(const ModelCard& card,
     return std::make_unique<deepseek_v4::DeepseekV4Model>(model_dir, format, layout);
   }
   return std::make_unique<model::DeepseekModel>(model_dir, format, layout, with_mtp);
+}
+
+model::ModelSizing model_sizing(const ModelCard& card, const std::filesystem::path& model_dir,
+                                const model::WeightFormat& format, KvDtype kv_dtype,
+                                bool with_mtp) {
+  if (card.family == Family::DeepseekV4) {
+    const deepseek_v4::V4Config& c = *card.deepseek_v4;
+    if (with_mtp) fail("plan: deepseek_v4 has no speculative decoding yet");
+    const model::WeightFormat resolved =
+        model::resolve_weight_format(format, c.fp8_block_quantized);
+    if (resolved.quantization != model::Quantization::Fp8 &&
+        resolved.quantization != model::Quantization::None) {
+      fail(
+          "plan: deepseek_v4 is planned in its checkpoint's formats (--quantization auto or none)");
+    }
+    return deepseek_v4::sizing(c, resolved, kv_dtype);
+  }
+  const model::ModelConfig& c = *card.deepseek;
+  if (with_mtp && c.num_nextn_predict_layers == 0) {
+    fail("{} has no multi-token-prediction layer (num_nextn_predict_layers is 0)",
+         model_dir.string());
+  }
+  return model::deepseek_sizing(c, model::resolve_weight_format(format, c), kv_dtype,
+                                model::stored_fp8_of(model_dir), with_mtp);
 }
 
 }  // namespace mlaserve::models

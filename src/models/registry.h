@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/sharding.h"
+#include "model/sizing.h"
 #include "model/weight_loader.h"
 #include "models/deepseek_v4/config.h"
 
@@ -38,5 +39,10 @@ std::unique_ptr<model::Model> load_model(const ModelCard& card,
                                          const std::filesystem::path& model_dir,
                                          const model::WeightFormat& format,
                                          const model::RankLayout& layout, bool with_mtp);
+
+// What `plan` needs of the model to size a layout (model/sizing.h), in `format` (resolved here by
+// the family's rule) with KV rows in kv_dtype; with_mtp: the MTP layer too (speculation).
+model::ModelSizing model_sizing(const ModelCard& card, const std::filesystem::path& model_dir,
+                                const model::WeightFormat& format, KvDtype kv_dtype, bool with_mtp);
 
 }  // namespace mlaserve::models

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cache/latent_kv_pool.h"
 #include "core/error.h"
 
 namespace mlaserve::parallel {
@@ -30,22 +29,18 @@ std::vector<ParallelOptions> candidate_layouts(int ranks, bool has_experts) {
   return layouts;
 }
 
-// Bytes one rank streams in a decode step of `tokens` tokens through its instance's MLP: every
-// weight a decode reads once (the absorbed attention path reads W_UK / W_UV, not kv_b), and of
-// the routed experts those that at least one token picks: with top_k of E picked per token,
-// independently and uniformly, 1 - (1 - top_k / E)^tokens of them.
-double decode_step_bytes(const model::ModelConfig& cfg, const model::RankWeights& w,
-                         int64_t tokens) {
-  const double attention = static_cast<double>(w.attention - w.kv_b);
+// Bytes one rank streams in a decode step of `tokens` tokens through its instance's MLP: what
+// every step reads once, and of the routed experts those that at least one token picks: with
+// top_k of E picked per token, independently and uniformly, 1 - (1 - top_k / E)^tokens of them.
+double decode_step_bytes(const model::ModelSizing& m, const model::RankSizing& w, int64_t tokens) {
   double experts = 0;
-  if (cfg.n_routed_experts > 0) {
+  if (m.routed_experts > 0) {
     const double not_picked =
-        1.0 - static_cast<double>(cfg.router.top_k) / static_cast<double>(cfg.n_routed_experts);
+        1.0 - static_cast<double>(m.experts_per_token) / static_cast<double>(m.routed_experts);
     const double touched = 1.0 - std::pow(not_picked, static_cast<double>(tokens));
-    experts = static_cast<double>(w.routed_experts()) * touched;
+    experts = static_cast<double>(w.routed_expert_bytes) * touched;
   }
-  return attention + static_cast<double>(w.lm_head + w.dense_mlp + w.shared_experts + w.router) +
-         experts;
+  return static_cast<double>(w.step_bytes) + experts;
 }
 
 // Bytes a rank sends per token, ring algorithms (an all-reduce over P ranks sends 2 (P-1)/P of
@@ -54,11 +49,11 @@ double decode_step_bytes(const model::ModelConfig& cfg, const model::RankWeights
 // all-reduces attention inside a group of a = tp/dp ranks, all-gathers every group's tokens
 // for the MLP, reduce-scatters the MLP output over tp and all-gathers it inside the group. Once
 // per step, the vocabulary blocks of the logits are all-gathered inside the group.
-double comm_bytes_per_token(const model::ModelConfig& cfg, const ParallelOptions& o) {
+double comm_bytes_per_token(const model::ModelSizing& m, const ParallelOptions& o) {
   const auto share = [](double p) { return (p - 1) / p; };
-  const double row = 4.0 * static_cast<double>(cfg.hidden_size);
-  const double logits = 4.0 * static_cast<double>(cfg.vocab_size);
-  const double layers = static_cast<double>(cfg.num_hidden_layers);
+  const double row = 4.0 * static_cast<double>(m.hidden_size);
+  const double logits = 4.0 * static_cast<double>(m.vocab_size);
+  const double layers = static_cast<double>(m.layers);
   if (!o.dp_attention) {
     const double tp = o.tp;
     return layers * 2 * 2 * share(tp) * row + share(tp) * logits;
@@ -75,10 +70,8 @@ bool spans_hosts(int size, int sockets_per_host) {
   return size > sockets_per_host || sockets_per_host % size != 0;
 }
 
-LayoutPlan plan_layout(const model::ModelConfig& cfg, const model::WeightFormat& format,
-                       KvDtype kv_dtype, const model::StoredFp8& stored_fp8,
-                       const Machines& machines, const Workload& workload,
-                       const ParallelOptions& options) {
+LayoutPlan plan_layout(const model::ModelSizing& m, const Machines& machines,
+                       const Workload& workload, const ParallelOptions& options) {
   LayoutPlan p;
   p.options = options;
   p.attention_spans_hosts = spans_hosts(options.dp_attention ? options.tp / options.dp : options.tp,
@@ -87,39 +80,37 @@ LayoutPlan plan_layout(const model::ModelConfig& cfg, const model::WeightFormat&
   Topology t0;
   try {
     t0 = compute_topology(options, 0, world);
-    check_model_fits(t0, cfg);  // the same sizes on every rank
+    m.check_layout(t0.layout);  // the same sizes on every rank
   } catch (const Error& e) {
     p.why_not = e.what();
     return p;
   }
   // Every model instance holds the same shards: the first instance's tp ranks are all of them.
-  std::vector<model::RankWeights> ranks;
-  for (int r = 0; r < options.tp; ++r) {
-    const Topology t = compute_topology(options, r, world);
-    ranks.push_back(model::rank_weights(cfg, t.layout, format, stored_fp8, workload.speculative));
-  }
   const int64_t instance_tokens =
       (workload.concurrency + t0.instances - 1) / t0.instances;  // per replica
-  for (const model::RankWeights& w : ranks) {
-    p.weight_value_bytes = std::max(p.weight_value_bytes, w.values());
-    p.resident_weight_bytes = std::max(p.resident_weight_bytes, w.resident());
+  for (int r = 0; r < options.tp; ++r) {
+    const model::RankSizing w = m.rank(compute_topology(options, r, world).layout);
+    p.weight_value_bytes = std::max(p.weight_value_bytes, w.value_bytes);
+    p.resident_weight_bytes = std::max(p.resident_weight_bytes, w.resident_bytes);
     p.decode_bytes_per_token =
-        std::max(p.decode_bytes_per_token, decode_step_bytes(cfg, w, instance_tokens));
+        std::max(p.decode_bytes_per_token, decode_step_bytes(m, w, instance_tokens));
   }
   p.decode_bytes_per_token /= static_cast<double>(instance_tokens);
-  p.comm_bytes_per_token = comm_bytes_per_token(cfg, options);
+  p.comm_bytes_per_token = comm_bytes_per_token(m, options);
   const bool crosses_network = spans_hosts(options.tp, machines.sockets_per_host);
   p.seconds_per_token = p.decode_bytes_per_token / machines.mem_bandwidth +
                         p.comm_bytes_per_token /
                             (crosses_network ? machines.network_bandwidth : machines.mem_bandwidth);
 
-  const int64_t kv_bytes_per_token =
-      cache::LatentKvPool::bytes_per_token(cfg.num_hidden_layers + (workload.speculative ? 1 : 0),
-                                           cfg.kv_cache_dim(), kv_dtype, cfg.index_key_dim());
+  // A group's ranks each hold its KV whole: the running requests' fixed parts, then tokens.
+  const int64_t groups = int64_t{t0.groups_per_instance} * t0.instances;
+  const int64_t group_requests = (workload.concurrency + groups - 1) / groups;
   p.kv_bytes_per_rank = std::max<int64_t>(
       0, static_cast<int64_t>(machines.usable_bytes_per_rank()) - p.resident_weight_bytes);
-  p.kv_tokens_per_group = p.kv_bytes_per_rank / kv_bytes_per_token;
-  p.kv_tokens = p.kv_tokens_per_group * t0.groups_per_instance * t0.instances;
+  p.kv_tokens_per_group =
+      std::max<int64_t>(0, p.kv_bytes_per_rank - group_requests * m.kv_bytes_per_request) /
+      m.kv_bytes_per_token;
+  p.kv_tokens = p.kv_tokens_per_group * groups;
   const int64_t needed = workload.context * workload.concurrency;
   if (p.kv_bytes_per_rank == 0) {
     p.why_not = "the weights do not fit in a rank's memory";
@@ -146,9 +137,7 @@ bool better(const LayoutPlan& a, const LayoutPlan& b) {
 
 }  // namespace
 
-std::vector<LayoutPlan> plan_layouts(const model::ModelConfig& cfg,
-                                     const model::WeightFormat& format, KvDtype kv_dtype,
-                                     const model::StoredFp8& stored_fp8, const Machines& machines,
+std::vector<LayoutPlan> plan_layouts(const model::ModelSizing& model, const Machines& machines,
                                      const Workload& workload) {
   if (machines.hosts < 1 || machines.sockets_per_host < 1)
     fail("plan: --hosts and --sockets-per-host must be at least 1");
@@ -159,10 +148,19 @@ std::vector<LayoutPlan> plan_layouts(const model::ModelConfig& cfg,
   if (workload.context < 1 || workload.concurrency < 1)
     fail("plan: --context and --concurrency must be at least 1");
   std::vector<LayoutPlan> plans;
-  for (const ParallelOptions& o : candidate_layouts(machines.ranks(), cfg.n_routed_experts > 0))
-    plans.push_back(plan_layout(cfg, format, kv_dtype, stored_fp8, machines, workload, o));
+  for (const ParallelOptions& o : candidate_layouts(machines.ranks(), model.routed_experts > 0))
+    plans.push_back(plan_layout(model, machines, workload, o));
   std::stable_sort(plans.begin(), plans.end(), better);
   return plans;
+}
+
+std::vector<LayoutPlan> plan_layouts(const model::ModelConfig& cfg,
+                                     const model::WeightFormat& format, KvDtype kv_dtype,
+                                     const model::StoredFp8& stored_fp8, const Machines& machines,
+                                     const Workload& workload) {
+  return plan_layouts(
+      model::deepseek_sizing(cfg, format, kv_dtype, stored_fp8, workload.speculative), machines,
+      workload);
 }
 
 }  // namespace mlaserve::parallel

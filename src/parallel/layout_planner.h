@@ -1,7 +1,7 @@
 // Which parallel layout to run a model with on a given set of machines, from config.json alone:
 // every layout the ranks allow (plain TP, replicas, DP attention, each with or without EP-MoE),
-// what each holds per rank (model/footprint.h), the latent KV cache that is left, the bytes a
-// decode step streams per token, and the bytes it exchanges. `mlaserve plan` prints them.
+// what each holds per rank (the family's model::ModelSizing), the KV cache that is left, the
+// bytes a decode step streams per token, and the bytes it exchanges. `mlaserve plan` prints them.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "core/kv_dtype.h"
 #include "model/config.h"
 #include "model/footprint.h"
+#include "model/sizing.h"
 #include "parallel/topology.h"
 
 namespace mlaserve::parallel {
@@ -59,8 +60,12 @@ struct LayoutPlan {
   double seconds_per_token = 0;
 };
 
-// Every layout of machines.ranks() ranks, fitting ones first, best first: least estimated time
-// per decoded token (within 2 %), then attention kept inside a host, then most KV cache.
+// Every layout of machines.ranks() ranks for the model `model` describes, fitting ones first,
+// best first: least estimated time per decoded token (within 2 %), then attention kept inside a
+// host, then most KV cache.
+std::vector<LayoutPlan> plan_layouts(const model::ModelSizing& model, const Machines& machines,
+                                     const Workload& workload);
+// The same for a DeepSeek-V2/V3 config (model::deepseek_sizing).
 std::vector<LayoutPlan> plan_layouts(const model::ModelConfig& cfg,
                                      const model::WeightFormat& format, KvDtype kv_dtype,
                                      const model::StoredFp8& stored_fp8, const Machines& machines,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/footprint.h"
 
 namespace mlaserve::parallel {
 
@@ -51,24 +52,7 @@ Topology compute_topology(const ParallelOptions& o, int world_rank, int world_si
 }
 
 void check_model_fits(const Topology& t, const model::ModelConfig& c) {
-  const auto& l = t.layout;
-  if (c.num_attention_heads % l.attn_tp_size != 0) {
-    fail("num_attention_heads {} is not divisible by the attention TP size {} ({})",
-         c.num_attention_heads, l.attn_tp_size, t.options.describe());
-  }
-  if (c.intermediate_size < l.tp_size) {
-    fail("intermediate_size {} is smaller than --tp {}", c.intermediate_size, l.tp_size);
-  }
-  if (c.n_routed_experts > 0) {
-    if (l.ep_moe && c.n_routed_experts < l.tp_size) {
-      fail("--enable-ep-moe needs --tp ({}) <= n_routed_experts ({})", l.tp_size,
-           c.n_routed_experts);
-    }
-    if (!l.ep_moe && c.moe_intermediate_size < l.tp_size) {
-      fail("moe_intermediate_size {} is smaller than --tp {} (use --enable-ep-moe)",
-           c.moe_intermediate_size, l.tp_size);
-    }
-  }
+  model::check_layout(c, t.layout);
 }
 
 }  // namespace mlaserve::parallel

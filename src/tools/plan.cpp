@@ -7,8 +7,6 @@
 
 #include "core/error.h"
 #include "model/footprint.h"
-#include "models/deepseek_v4/footprint.h"
-#include "models/deepseek_v4/kv_store.h"
 #include "models/registry.h"
 #include "parallel/layout_planner.h"
 #include "tools/commands.h"
@@ -71,15 +69,15 @@ nlohmann::json to_json(const PlanOptions& o, const parallel::LayoutPlan& p) {
           {"command", p.fits ? serve_command(o, p) : ""}};
 }
 
-void print_table(const PlanOptions& o, const model::ModelConfig& cfg,
+void print_table(const PlanOptions& o, const model::ModelSizing& m,
                  const std::vector<parallel::LayoutPlan>& plans) {
   std::printf(
       "plan: %s, %lld layers, %lld routed experts; --quantization %s, KV cache %s\n"
       "machines: %d host(s) x %d socket(s), %.0f GiB per host: %.1f GiB usable per rank "
       "(%.0f %% kept free)\nworkload: %lld requests decoding at once, %lld tokens of context "
       "each\n\n",
-      cfg.model_type.c_str(), static_cast<long long>(cfg.num_hidden_layers),
-      static_cast<long long>(cfg.n_routed_experts), o.model.quantization.c_str(),
+      m.model_type.c_str(), static_cast<long long>(m.layers),
+      static_cast<long long>(m.routed_experts), o.model.quantization.c_str(),
       std::string(kv_dtype_name(o.model.kv_dtype())).c_str(), o.machines.hosts,
       o.machines.sockets_per_host, o.mem_per_host_gib, o.machines.usable_bytes_per_rank() / kGiB,
       100 * o.machines.reserve_fraction, static_cast<long long>(o.workload.concurrency),
@@ -114,101 +112,23 @@ void print_table(const PlanOptions& o, const model::ModelConfig& cfg,
   std::printf("\nbest: %s\n", serve_command(o, plans.front()).c_str());
 }
 
-// DeepSeek-V4 runs with --tp 1 for now: every rank holds the whole model (a replica), so the plan
-// is whether it fits one rank and how much KV the rest holds.
-void plan_deepseek_v4(const PlanOptions& o, const models::deepseek_v4::V4Config& c) {
-  if (o.model.quantization != "auto" && o.model.quantization != "none")
-    fail("plan: deepseek_v4 is planned in its checkpoint's formats (--quantization auto or none)");
-  if (o.workload.speculative) fail("plan: deepseek_v4 has no speculative decoding yet");
-  const model::WeightFormat format =
-      model::resolve_weight_format(o.model.weight_format(), c.fp8_block_quantized);
-  const int64_t weights = models::deepseek_v4::weight_value_bytes(c, format);
-  const double usable = o.machines.usable_bytes_per_rank();
-  const int64_t per_rank_requests =
-      (o.workload.concurrency + o.machines.ranks() - 1) / o.machines.ranks();
-  const KvDtype kv_dtype = o.model.kv_dtype();
-  const auto kv = models::deepseek_v4::kv_capacity(
-      c, kv_dtype, static_cast<int64_t>(std::max(0.0, usable - static_cast<double>(weights))),
-      per_rank_requests);
-  const bool fits =
-      static_cast<double>(weights) < usable && kv.tokens >= per_rank_requests * o.workload.context;
-  const auto decode_bytes =
-      static_cast<double>(models::deepseek_v4::decode_bytes_per_token(c, format));
-  if (o.json) {
-    std::printf("%s\n",
-                nlohmann::json{{"model_type", "deepseek_v4"},
-                               {"layout", "tp=1 (a replica per rank)"},
-                               {"ranks", o.machines.ranks()},
-                               {"fits", fits},
-                               {"weight_value_bytes", weights},
-                               {"kv_bytes_per_token", kv.bytes_per_token},
-                               {"kv_bytes_per_request", kv.bytes_per_sequence},
-                               {"kv_tokens_per_rank", kv.tokens},
-                               {"decode_bytes_per_token", decode_bytes},
-                               {"seconds_per_token", decode_bytes / o.machines.mem_bandwidth}}
-                    .dump(2)
-                    .c_str());
-    return;
-  }
-  std::printf(
-      "plan: deepseek_v4, %lld layers, %lld routed experts (%lld active); weights: %s\n"
-      "machines: %d host(s) x %d socket(s), %.0f GiB per host: %.1f GiB usable per rank\n"
-      "deepseek_v4 runs with --tp 1 for now: each of the %d rank(s) holds the whole model\n\n",
-      static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.n_routed_experts),
-      static_cast<long long>(c.router.top_k),
-      format.quantization == model::Quantization::Fp8
-          ? (c.fp4_experts ? "fp8 linear layers, mxfp4 routed experts (as released)" : "fp8")
-          : kernels::weight_type_name(format.dtype),
-      o.machines.hosts, o.machines.sockets_per_host, o.mem_per_host_gib, usable / kGiB,
-      o.machines.ranks());
-  std::printf(
-      "weights per rank:  %.1f GiB\nKV (%s rows): %lld B per token of compressed entries, "
-      "%.1f MiB per running request (windows, compressor state)\nKV per rank:       %lld tokens "
-      "beside %lld running requests' fixed parts; the workload needs %lld\ndecode:            "
-      "%.2f GB streamed per token: %.1f ms at --mem-bandwidth %.0f GB/s (compute and attention "
-      "left out)\n\n",
-      static_cast<double>(weights) / kGiB, std::string(kv_dtype_name(kv_dtype)).c_str(),
-      static_cast<long long>(kv.bytes_per_token),
-      static_cast<double>(kv.bytes_per_sequence) / (1 << 20), static_cast<long long>(kv.tokens),
-      static_cast<long long>(per_rank_requests),
-      static_cast<long long>(per_rank_requests * o.workload.context), decode_bytes / 1e9,
-      decode_bytes / o.machines.mem_bandwidth * 1e3, o.mem_bandwidth_gbs);
-  if (!fits) {
-    std::printf(
-        "does not fit: %s\n",
-        static_cast<double>(weights) >= usable
-            ? "the weights exceed a rank's memory (one rank per host: --sockets-per-host 1; the "
-              "parallel layouts that split V4 are not built yet)"
-            : "the KV the workload needs exceeds what is left (a shorter --context or a lower "
-              "--concurrency)");
-    return;
-  }
-  std::printf(
-      "best: mlaserve serve --model %s --max-running-requests %lld --kv-cache-memory %lld\n",
-      o.model.model_dir.c_str(), static_cast<long long>(per_rank_requests),
-      static_cast<long long>((static_cast<int64_t>(usable) - weights) >> 20));
-}
-
 void run(PlanOptions& o) {
   o.machines.mem_per_host_bytes = o.mem_per_host_gib * kGiB;
   o.machines.mem_bandwidth = o.mem_bandwidth_gbs * 1e9;
   o.machines.network_bandwidth = o.network_gbits * 1e9 / 8;
   o.workload.speculative = !o.speculative_algorithm.empty();
   const models::ModelCard card = models::read_model_card(o.model.model_dir);
-  if (card.deepseek_v4) return plan_deepseek_v4(o, *card.deepseek_v4);
-  const model::ModelConfig& cfg = *card.deepseek;
-  if (o.workload.speculative && cfg.num_nextn_predict_layers == 0) {
-    fail(
-        "--speculative-algorithm {}: {} has no multi-token-prediction layer "
-        "(num_nextn_predict_layers is 0)",
-        o.speculative_algorithm, o.model.model_dir);
+  model::ModelSizing sizing;
+  try {
+    sizing = models::model_sizing(card, o.model.model_dir, o.model.weight_format(),
+                                  o.model.kv_dtype(), o.workload.speculative);
+  } catch (const Error& e) {
+    fail("plan: {}", e.what());
   }
-  const model::WeightFormat format = model::resolve_weight_format(o.model.weight_format(), cfg);
   const std::vector<parallel::LayoutPlan> plans =
-      parallel::plan_layouts(cfg, format, o.model.kv_dtype(),
-                             model::stored_fp8_of(o.model.model_dir), o.machines, o.workload);
+      parallel::plan_layouts(sizing, o.machines, o.workload);
   if (!o.json) {
-    print_table(o, cfg, plans);
+    print_table(o, sizing, plans);
     return;
   }
   nlohmann::json out = nlohmann::json::array();

@@ -286,6 +286,28 @@ TEST_F(V4Forward, FootprintFromTheConfigEqualsTheLoadedWeights) {
   }
 }
 
+// Under a layout each rank's share from the config equals what its loader holds: attention TP
+// (heads by output group, the vocabulary), TP-MoE in 32-column blocks (FP8 and FP4 split off
+// their scale blocks' edges), EP-MoE with whole experts.
+TEST_F(V4Forward, FootprintOfEachRankEqualsItsLoadedShare) {
+  json c = as_released(tiny_config());
+  c["moe_intermediate_size"] = 96;  // three 32-column blocks over two ranks: 2 and 1
+  const auto dir = tmp_ / "sliced";
+  write_random_model(c, dir, 2);
+  const model::WeightFormat format(kernels::WeightType::BF16);
+  for (const bool ep : {false, true}) {
+    for (int rank = 0; rank < 2; ++rank) {
+      // --tp 2: one attention group of both ranks.
+      const model::RankLayout layout{2, rank, 1, 0, 2, rank, ep};
+      const DeepseekV4Model model(dir, format, layout);
+      EXPECT_EQ(
+          weight_value_bytes(model.config(), model::resolve_weight_format(format, true), layout),
+          model.weight_value_bytes())
+          << "rank " << rank << (ep ? " ep" : " tp");
+    }
+  }
+}
+
 // A checkpoint missing a tensor the config implies, or with a scale of the wrong shape, is a
 // load error that names it.
 TEST_F(V4Forward, LoadErrorsNameTheTensor) {

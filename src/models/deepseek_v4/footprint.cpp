@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/deepseek_v4/kv_store.h"
+#include "models/deepseek_v4/sharding.h"
 
 namespace mlaserve::models::deepseek_v4 {
 
@@ -12,15 +14,25 @@ using kernels::WeightType;
 using model::StorageType;
 using model::WeightKind;
 
-// The bytes of weights as the loader holds them (WeightLoader, kernels::Weight::bytes()).
+// The bytes of one rank's weights as the loader holds them (WeightLoader,
+// kernels::Weight::bytes()), each split tensor's block taken as the loader takes it (sharding.h).
 class Counter {
  public:
-  Counter(const V4Config& c, const model::WeightFormat& f) : c_(c), f_(f) {}
+  Counter(const V4Config& c, const model::WeightFormat& f, const model::RankLayout& layout)
+      : c_(c), f_(f), layout_(layout) {}
 
-  // Rows [first_row, first_row + rows) of a [*, cols] linear weight stored as `stored`.
-  void linear(int64_t rows, int64_t cols, StorageType stored, int64_t first_row = 0,
-              WeightKind kind = WeightKind::QkvA) {
+  // A whole [rows, cols] linear weight stored as `stored`.
+  void linear(int64_t rows, int64_t cols, StorageType stored, WeightKind kind = WeightKind::QkvA) {
+    block({0, rows, 0, cols}, stored, kind);
+  }
+  // This rank's block of t.
+  void split(const model::SplitTensor& t, StorageType stored) {
+    block(model::owned_block(layout_, t), stored, t.kind);
+  }
+  // Block b of a linear weight stored as `stored`.
+  void block(const model::Block& b, StorageType stored, WeightKind kind) {
     const WeightType held = model::stored_weight_type(f_, kind, c_.fp8_block_quantized, stored);
+    const int64_t rows = b.rows, cols = b.cols;
     switch (held) {
       case WeightType::F32:
       case WeightType::BF16:
@@ -30,8 +42,9 @@ class Counter {
         bytes_ += rows * cols / 2 + rows * (cols / 32) * 4 + rows * 4;
         return;
       case WeightType::FP8: {  // codes, 128x128 block scales, each row's index into them
-        const int64_t block_rows = (first_row + rows - 1) / 128 - first_row / 128 + 1;
-        bytes_ += rows * cols + block_rows * ((cols + 127) / 128) * 4 + rows * 4;
+        const int64_t block_rows = (b.row_begin + rows - 1) / 128 - b.row_begin / 128 + 1;
+        const int64_t block_cols = (cols + b.col_begin % 128 + 127) / 128;
+        bytes_ += rows * cols + block_rows * block_cols * 4 + rows * 4;
         return;
       }
       case WeightType::INT8:
@@ -43,10 +56,13 @@ class Counter {
   }
   void f32(int64_t n) { bytes_ += n * 4; }
   int64_t bytes() const { return bytes_; }
+  const V4Shards& shards() const { return shards_; }
 
  private:
   const V4Config& c_;
   const model::WeightFormat& f_;
+  const model::RankLayout& layout_;
+  V4Shards shards_ = deepseek_v4::shards(c_, layout_);
   int64_t bytes_ = 0;
 };
 
@@ -68,13 +84,14 @@ void compressor(Counter& n, const V4Config& c, int64_t ratio, int64_t dim) {
 void attention(Counter& n, const V4Config& c, int64_t layer) {
   const int64_t H = c.hidden_size, nh = c.num_attention_heads, d = c.head_dim;
   const StorageType linear = linear_storage(c);
+  const model::Range groups = n.shards().o_groups;
   n.linear(c.q_lora_rank, H, linear);
-  n.linear(nh * d, c.q_lora_rank, linear);
+  n.split(query_up(c, "wq_b"), linear);
   n.linear(d, H, linear);
-  n.f32(c.q_lora_rank + d + nh);  // q_norm, kv_norm, sinks
-  for (int64_t g = 0; g < c.o_groups; ++g)
-    n.linear(c.o_lora_rank, nh * d / c.o_groups, linear, g * c.o_lora_rank);
-  n.linear(H, c.o_groups * c.o_lora_rank, linear);
+  n.f32(c.q_lora_rank + d + n.shards().heads().size());  // q_norm, kv_norm, sinks
+  for (int64_t g = groups.begin; g < groups.end; ++g)
+    n.block({g * c.o_lora_rank, c.o_lora_rank, 0, nh * d / c.o_groups}, linear, WeightKind::O);
+  n.split(output_down(c, "wo_b"), linear);
   const int64_t ratio = c.compress_ratio(layer);
   if (ratio > 0) compressor(n, c, ratio, d);
   if (ratio != 4) return;
@@ -83,27 +100,27 @@ void attention(Counter& n, const V4Config& c, int64_t layer) {
   compressor(n, c, ratio, c.index_head_dim);
 }
 
-// One expert's w1, w3 [I, H] and w2 [H, I].
-void expert(Counter& n, const V4Config& c, StorageType stored) {
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size;
-  n.linear(I, H, stored);
-  n.linear(I, H, stored);
-  n.linear(H, I, stored);
+// One expert's w1, w3 [I, H] and w2 [H, I] as this rank holds them.
+void expert(Counter& n, const V4Config& c, StorageType stored, bool routed) {
+  n.split(expert_up(c, "w1", routed), stored);
+  n.split(expert_up(c, "w3", routed), stored);
+  n.split(expert_down(c, "w2", routed), stored);
 }
 
 void moe(Counter& n, const V4Config& c, int64_t layer) {
   n.f32(c.n_routed_experts * c.hidden_size);  // the router, float32
   if (!c.hash_routed(layer)) n.f32(c.n_routed_experts);
-  for (int64_t e = 0; e < c.n_routed_experts; ++e) expert(n, c, expert_storage(c));
-  if (c.n_shared_experts > 0) expert(n, c, linear_storage(c));
+  for (int64_t e = 0; e < n.shards().experts.size(); ++e) expert(n, c, expert_storage(c), true);
+  if (c.n_shared_experts > 0) expert(n, c, linear_storage(c), false);
 }
 
 }  // namespace
 
-int64_t weight_value_bytes(const V4Config& c, const model::WeightFormat& format) {
-  Counter n(c, format);
+int64_t weight_value_bytes(const V4Config& c, const model::WeightFormat& format,
+                           const model::RankLayout& layout) {
+  Counter n(c, format, layout);
   const int64_t H = c.hidden_size, hc = c.hc_mult;
-  n.linear(c.vocab_size, H, StorageType::BF16, 0, WeightKind::Embedding);
+  n.split(vocab_rows(c, "embed", WeightKind::Embedding), StorageType::BF16);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     n.f32(2 * H);                                                           // attn_norm, ffn_norm
     for (int k = 0; k < 2; ++k) n.f32(c.hc_mix_size() * (hc * H + 1) + 3);  // hc_attn, hc_ffn
@@ -114,16 +131,36 @@ int64_t weight_value_bytes(const V4Config& c, const model::WeightFormat& format)
   }
   n.f32(hc * (hc * H + 1) + 1);  // hc_head
   n.f32(H);                      // norm
-  n.linear(c.vocab_size, H, StorageType::BF16, 0, WeightKind::LmHead);
+  n.split(vocab_rows(c, "head", WeightKind::LmHead), StorageType::BF16);
   return n.bytes();
 }
 
-int64_t decode_bytes_per_token(const V4Config& c, const model::WeightFormat& format) {
-  Counter one_expert(c, format), embedding(c, format);
-  expert(one_expert, c, expert_storage(c));
-  embedding.linear(c.vocab_size - 1, c.hidden_size, StorageType::BF16, 0, WeightKind::Embedding);
-  const int64_t unchosen = c.num_hidden_layers * (c.n_routed_experts - c.router.top_k);
-  return weight_value_bytes(c, format) - unchosen * one_expert.bytes() - embedding.bytes();
+model::ModelSizing sizing(const V4Config& c, const model::WeightFormat& format, KvDtype kv_dtype) {
+  model::ModelSizing s;
+  s.model_type = "deepseek_v4";
+  s.layers = c.num_hidden_layers;
+  s.hidden_size = c.hidden_size;
+  s.vocab_size = c.vocab_size;
+  s.routed_experts = c.n_routed_experts;
+  s.experts_per_token = c.router.top_k;
+  const V4KvCapacity kv = kv_capacity(c, kv_dtype, 0, 0);
+  s.kv_bytes_per_token = kv.bytes_per_token;
+  s.kv_bytes_per_request = kv.bytes_per_sequence;
+  s.check_layout = [c](const model::RankLayout& layout) { check_layout(c, layout); };
+  s.rank = [c, format](const model::RankLayout& layout) {
+    Counter routed(c, format, layout), embedding(c, format, layout);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      for (int64_t e = 0; e < routed.shards().experts.size(); ++e)
+        expert(routed, c, expert_storage(c), true);
+    }
+    embedding.split(vocab_rows(c, "embed", WeightKind::Embedding), StorageType::BF16);
+    const int64_t values = weight_value_bytes(c, format, layout);
+    // The kernels' packed copies of the bf16 compressor weights are left out (under 1 % of
+    // V4-Flash's bytes).
+    return model::RankSizing{values, values, values - routed.bytes() - embedding.bytes(),
+                             routed.bytes()};
+  };
+  return s;
 }
 
 }  // namespace mlaserve::models::deepseek_v4

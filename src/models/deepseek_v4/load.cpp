@@ -43,8 +43,13 @@ class Reader {
 
   // Float32 parameters: norms, biases, hyper-connection and sink parameters, ape.
   std::vector<float> values(const std::string& name, int64_t n) const {
-    counted(n * 4);
-    return loader_.vector(name, n);
+    return values(name, n, {0, n});
+  }
+  // Its values [keep.begin, keep.end) (a split vector: the sinks of this rank's heads).
+  std::vector<float> values(const std::string& name, int64_t n, model::Range keep) const {
+    const std::vector<float> all = loader_.vector(name, n);
+    counted(keep.size() * 4);
+    return {all.begin() + keep.begin, all.begin() + keep.end};
   }
   Weight f32_matrix(const std::string& name, int64_t rows, int64_t cols) const {
     return prepared(loader_.matrix_f32(name, rows, cols));
@@ -137,8 +142,7 @@ AttentionWeights attention(const Reader& r, const std::string& p, int64_t layer,
   w.wkv = r.linear(p + "wkv.weight", d, H, WeightKind::QkvA);
   w.kv_norm = r.values(p + "kv_norm.weight", d);
   const model::Range heads = r.shards().heads(), groups = r.shards().o_groups;
-  const std::vector<float> sinks = r.values(p + "attn_sink", nh);
-  w.sink.assign(sinks.begin() + heads.begin, sinks.begin() + heads.end);
+  w.sink = r.values(p + "attn_sink", nh, heads);
   const int64_t group_in = nh * d / c.o_groups;
   for (int64_t g = groups.begin; g < groups.end; ++g) {
     w.wo_a.push_back(r.linear(p + "wo_a.weight", c.o_groups * c.o_lora_rank, group_in,
