@@ -134,6 +134,67 @@ TEST(QuantizedAtLoad, FourBitLogitsAgreeAcrossLayoutsAndStayNearTheUnquantizedMo
   }
 }
 
+// Kimi-K2.5's layout of the same weights: config.json nests Kimi-K2's config as text_config
+// (the quantization config at the top, its ignore list naming modules under "language_model."),
+// every tensor is renamed language_model.<name>, and a vision tower's tensors sit beside them.
+void write_as_kimi_k25(const std::filesystem::path& k2, const std::filesystem::path& out) {
+  std::filesystem::create_directories(out);
+  json text = read_json(k2 / "config.json");
+  json quantization = text["quantization_config"];
+  text.erase("quantization_config");
+  for (json& name : quantization["ignore"]) {  // names get the prefix; "re:" patterns match it
+    if (!name.get<std::string>().starts_with("re:"))
+      name = "language_model." + name.get<std::string>();
+  }
+  write_json(out / "config.json", {{"architectures", {"KimiK25ForConditionalGeneration"}},
+                                   {"model_type", "kimi_k25"},
+                                   {"text_config", text},
+                                   {"vision_config", {{"hidden_size", 8}}},
+                                   {"quantization_config", quantization}});
+  std::ifstream in(k2 / "model.safetensors", std::ios::binary);
+  uint64_t header_bytes = 0;
+  in.read(reinterpret_cast<char*>(&header_bytes), 8);
+  std::string header_text(header_bytes, '\0');
+  in.read(header_text.data(), static_cast<std::streamsize>(header_bytes));
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const json stored = json::parse(header_text);
+  json header = json::object();
+  for (auto it = stored.begin(); it != stored.end(); ++it)
+    header[it.key() == "__metadata__" ? it.key() : "language_model." + it.key()] = it.value();
+  const std::string tower(16, '\x3f');  // 8 bf16 values of a vision tower weight, not read
+  header["vision_tower.encoder.blocks.0.wqkv.weight"] = {
+      {"dtype", "BF16"}, {"shape", {2, 4}}, {"data_offsets", {data.size(), data.size() + 16}}};
+  const std::string out_header = header.dump();
+  std::ofstream file(out / "model.safetensors", std::ios::binary);
+  const uint64_t out_bytes = out_header.size();
+  file.write(reinterpret_cast<const char*>(&out_bytes), 8);
+  file << out_header << data << tower;
+  for (const char* f : {"tiktoken.model", "tokenizer_config.json", "generation_config.json"}) {
+    if (std::filesystem::exists(k2 / f)) std::filesystem::copy_file(k2 / f, out / f);
+  }
+}
+
+// A Kimi-K2.5 checkpoint serves its language model: the logits and tokens of the same weights
+// as Kimi-K2, at tp 1 and under DP attention with EP.
+TEST(KimiK25, ItsLanguageModelGivesKimiK2sOutputs) {
+  const MadeInt4Model& k2 = made_int4();
+  TempDir tmp;
+  write_as_kimi_k25(k2.tmp / "model", tmp / "k25");
+  const json input = {{"prompts", prompts()}};
+  for (const std::string layout : {"", "--tp 4 --dp 2 --enable-dp-attention --enable-ep-moe"}) {
+    SCOPED_TRACE(layout);
+    TempDir a, b;
+    const json want =
+        run_eval(k2.tmp / "model", input, "--dtype float32 --step-logits " + layout, a, 4);
+    const json got = run_eval(tmp / "k25", input, "--dtype float32 --step-logits " + layout, b, 4);
+    ASSERT_FALSE(got.empty());
+    for (size_t i = 0; i < prompts().size(); ++i) {
+      EXPECT_EQ(got["prompts"][i]["greedy"], want["prompts"][i]["greedy"]);
+      expect_steps_near(got["prompts"][i], want["prompts"][i], 1e-6);
+    }
+  }
+}
+
 // Edits a made int4 model, then expects the load to fail naming the field, tensor or layout.
 class Int4LoadErrors : public ::testing::Test {
  protected:

@@ -300,8 +300,33 @@ double ModelConfig::softmax_scale() const {
   return scale;
 }
 
+namespace {
+
+// Kimi-K2.5 (model_type kimi_k25) is Kimi-K2's language model (its text_config, a kimi_k2 config)
+// beside a vision tower: the text weights are K2's names under "language_model.", the tower's
+// (vision_tower.*, mm_projector.*) are not read, so images are not served. The quantization
+// config may sit at the top (it covers the whole checkpoint) or in text_config.
+ModelConfig kimi_k25_language_model(const json& j, const std::string& origin) {
+  const auto text = j.find("text_config");
+  if (text == j.end() || !text->is_object())
+    fail("{}: kimi_k25 needs a text_config object (its language model's config)", origin);
+  json merged = *text;
+  for (const char* key : {"quantization_config", "bos_token_id", "eos_token_id"}) {
+    if (!merged.contains(key) && j.contains(key)) merged[key] = j[key];
+  }
+  ModelConfig cfg = ModelConfig::from_json(merged, origin + ": text_config");
+  if (cfg.model_type != "kimi_k2" && cfg.model_type != "deepseek_v3")
+    fail("{}: text_config.model_type '{}' is not kimi_k2", origin, cfg.model_type);
+  cfg.model_type = "kimi_k25";
+  cfg.tensor_prefix = "language_model.";
+  return cfg;
+}
+
+}  // namespace
+
 ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   if (!j.is_object()) fail("{}: expected a JSON object", origin);
+  if (j.value("model_type", json()) == "kimi_k25") return kimi_k25_language_model(j, origin);
   ConfigReader c(j, origin);
   ModelConfig cfg;
   cfg.model_type = c.required<std::string>("model_type");
@@ -309,8 +334,10 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
   // fields: MLA, noaux_tc routing with n_group 1, YaRN).
   if (cfg.model_type != "deepseek_v2" && cfg.model_type != "deepseek_v3" &&
       cfg.model_type != "deepseek_v32" && cfg.model_type != "kimi_k2") {
-    fail("{}: model_type '{}' is not supported (deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2)",
-         origin, cfg.model_type);
+    fail(
+        "{}: model_type '{}' is not supported (deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, "
+        "kimi_k25, deepseek_v4)",
+        origin, cfg.model_type);
   }
   check_supported(c);
   read_common_keys(c, cfg);
@@ -388,13 +415,14 @@ bool ModelConfig::stores_int4(const std::string& module) const {
   if (int4_group_size == 0 || module.ends_with("embed_tokens")) return false;
   if (!int4_ignore) return true;
   const Int4Ignore& ignore = *int4_ignore;
-  if (std::find(ignore.names.begin(), ignore.names.end(), module) != ignore.names.end())
-    return false;
+  // The list names modules as the checkpoint does (with tensor_prefix).
+  const std::string name = tensor_prefix + module;
+  if (std::find(ignore.names.begin(), ignore.names.end(), name) != ignore.names.end()) return false;
   for (const auto& pattern : ignore.patterns) {
     const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
         pcre2_match_data_create_from_pattern(pattern.get(), nullptr), pcre2_match_data_free);
-    const int found = pcre2_match(pattern.get(), reinterpret_cast<PCRE2_SPTR>(module.data()),
-                                  module.size(), 0, 0, match.get(), ignore.limits.get());
+    const int found = pcre2_match(pattern.get(), reinterpret_cast<PCRE2_SPTR>(name.data()),
+                                  name.size(), 0, 0, match.get(), ignore.limits.get());
     if (found >= 0) return false;
     if (found != PCRE2_ERROR_NOMATCH)
       fail(

@@ -26,7 +26,10 @@ struct YarnScaling {
 };
 
 struct ModelConfig {
-  std::string model_type;  // deepseek_v2 | deepseek_v3 | deepseek_v32
+  std::string model_type;  // deepseek_v2 | deepseek_v3 | deepseek_v32 | kimi_k2 | kimi_k25
+  // What the checkpoint's tensor names start with beyond the names the loader asks for:
+  // "language_model." in Kimi-K2.5, whose language model sits beside a vision tower (not read).
+  std::string tensor_prefix;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;

@@ -199,7 +199,7 @@ MtpWeights load_mtp(const Checkpoint& ckpt, const WeightLoader& loader, const Mo
 }  // namespace
 
 void DeepseekModel::load(const std::filesystem::path& dir, bool with_mtp) {
-  const Checkpoint ckpt = Checkpoint::open(dir);
+  const Checkpoint ckpt = Checkpoint::open(dir, cfg_.tensor_prefix);
   const WeightLoader loader(ckpt, format_, cfg_);
   const ModelConfig& c = cfg_;
   const RankLayout& lay = layout_;

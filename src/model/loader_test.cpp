@@ -289,6 +289,25 @@ TEST_F(Loader, UnsupportedConfigKeysAreNamed) {
   expect_error(with(json({{"eos_token_id", {1.5}}})), "'eos_token_id' lists 1.5");
   expect_error(with(json({{"num_experts_per_tok", int64_t{1} << 32}})),
                "'num_experts_per_tok' 4294967296 is out of range");
+  // Kimi-K2.5 nests its language model's config; its errors name where.
+  expect_error(json({{"model_type", "kimi_k25"}}), "kimi_k25 needs a text_config object");
+  expect_error(
+      json({{"model_type", "kimi_k25"}, {"text_config", with(json({{"model_type", "llama"}}))}}),
+      "text_config: model_type 'llama'");
+  expect_error(json({{"model_type", "kimi_k25"},
+                     {"text_config", with(json({{"model_type", "deepseek_v2"}}))}}),
+               "text_config.model_type 'deepseek_v2' is not kimi_k2");
+}
+
+// Kimi-K2.5's text_config is read as Kimi-K2's, its tensors found under "language_model.".
+TEST_F(Loader, KimiK25ReadsItsLanguageModel) {
+  json text = tiny_config();
+  text["model_type"] = "kimi_k2";
+  const ModelConfig k25 = ModelConfig::from_json(
+      {{"model_type", "kimi_k25"}, {"text_config", text}, {"bos_token_id", 0}}, "config.json");
+  EXPECT_EQ(k25.model_type, "kimi_k25");
+  EXPECT_EQ(k25.tensor_prefix, "language_model.");
+  EXPECT_EQ(k25.hidden_size, text["hidden_size"].get<int64_t>());
 }
 
 // generation_config.json's eos_token_id (an id or a list) joins config.json's, without repeats;

@@ -172,9 +172,16 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
 
 SafetensorsFile::~SafetensorsFile() = default;
 
-Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
+Checkpoint Checkpoint::open(const std::filesystem::path& model_dir, const std::string& prefix) {
   Checkpoint ckpt;
   ckpt.dir_ = model_dir;
+  ckpt.prefix_ = prefix;
+  // A tensor's name as the loader asks for it; false for one outside the prefix.
+  const auto unprefixed = [&](std::string& name) {
+    if (!name.starts_with(prefix)) return false;
+    name.erase(0, prefix.size());
+    return true;
+  };
   const auto single = model_dir / "model.safetensors";
   const auto index_path = model_dir / "model.safetensors.index.json";
   std::vector<std::string> file_names;
@@ -193,7 +200,9 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
       if (!file.is_string())
         fail("{}: weight_map entry '{}' is not a file name", index_path.string(), name);
       const auto f = file.get<std::string>();
-      ckpt.weight_map_.emplace(name, f);
+      std::string own = name;
+      if (!unprefixed(own)) continue;
+      ckpt.weight_map_.emplace(own, f);
       if (std::find(file_names.begin(), file_names.end(), f) == file_names.end())
         file_names.push_back(f);
     }
@@ -204,7 +213,9 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
   }
   for (const auto& f : file_names) {
     auto file = std::make_shared<SafetensorsFile>(model_dir / f);
-    for (const auto& [name, info] : file->tensors()) {
+    for (const auto& [stored, info] : file->tensors()) {
+      std::string name = stored;
+      if (!unprefixed(name)) continue;
       if (const auto [at, added] = ckpt.index_.emplace(name, &info); !added) {
         fail("{}: tensor '{}' appears in both {} and {}", model_dir.string(), name,
              at->second->file, info.file);
@@ -215,12 +226,13 @@ Checkpoint Checkpoint::open(const std::filesystem::path& model_dir) {
   return ckpt;
 }
 
-const TensorInfo& Checkpoint::get(const std::string& name) const {
-  auto it = index_.find(name);
+const TensorInfo& Checkpoint::get(const std::string& own_name) const {
+  auto it = index_.find(own_name);
   if (it != index_.end()) return *it->second;
+  const std::string name = prefix_ + own_name;  // as the checkpoint would name it
   if (weight_map_.empty())
     fail("{}: missing tensor '{}'", (dir_ / "model.safetensors").string(), name);
-  const auto shard = weight_map_.find(name);
+  const auto shard = weight_map_.find(own_name);
   if (shard == weight_map_.end()) {
     fail("{}: missing tensor '{}' (not in its weight_map)",
          (dir_ / "model.safetensors.index.json").string(), name);

@@ -54,16 +54,21 @@ class SafetensorsFile {
 // All tensors of a model directory, whichever file holds them.
 class Checkpoint {
  public:
-  static Checkpoint open(const std::filesystem::path& model_dir);
+  // prefix: read only the tensors named prefix + a name, found by that name (Kimi-K2.5's
+  // language model under "language_model."); the others (a vision tower) are not indexed.
+  static Checkpoint open(const std::filesystem::path& model_dir, const std::string& prefix = "");
 
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   // The tensor; a missing name is an error naming the tensor and the file that should hold it
   // (model.safetensors, or the shard that model.safetensors.index.json names).
   const TensorInfo& get(const std::string& name) const;
   const std::filesystem::path& dir() const { return dir_; }
+  // t's name as get() finds it (the stored name less the prefix): for the names derived from it.
+  std::string own_name(const TensorInfo& t) const { return t.name.substr(prefix_.size()); }
 
  private:
   std::filesystem::path dir_;
+  std::string prefix_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
   std::map<std::string, std::string> weight_map_;  // tensor -> shard file, sharded checkpoints

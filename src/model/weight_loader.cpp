@@ -75,7 +75,8 @@ void check_e8m0(const TensorInfo& scale) {
 // a multiplier) or DeepSeek-V4's `<module>.scale` (E8M0 powers of two, or F32/BF16).
 const TensorInfo& WeightLoader::scale_tensor(const TensorInfo& t,
                                              const std::vector<int64_t>& shape) const {
-  const std::string v3_name = t.name + "_scale_inv", v4_name = module_name(t.name) + ".scale";
+  const std::string own = checkpoint_.own_name(t);
+  const std::string v3_name = own + "_scale_inv", v4_name = module_name(own) + ".scale";
   if (!checkpoint_.contains(v3_name) && !checkpoint_.contains(v4_name)) {
     fail("{}: missing tensor '{}' (or '{}'): the scales of {} tensor '{}'", t.file, v3_name,
          v4_name, storage_type_name(t.type), t.name);
@@ -489,8 +490,8 @@ const TensorInfo& WeightLoader::checked_packed(const std::string& name, int64_t 
 
 // <module>.weight_scale: BF16/F32 [rows, ceil(cols / group)], one per group of a row.
 const TensorInfo& WeightLoader::packed_scales(const TensorInfo& packed) const {
-  const std::string module =
-      packed.name.substr(0, packed.name.size() - std::string("_packed").size());
+  std::string module = checkpoint_.own_name(packed);
+  module.resize(module.size() - std::string("_packed").size());
   const TensorInfo& scale = checkpoint_.get(module + "_scale");
   const int64_t cols = packed.shape[1] * 8;
   const std::vector<int64_t> shape = {packed.shape[0], (cols + int4_group_ - 1) / int4_group_};
