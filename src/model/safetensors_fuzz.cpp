@@ -1,7 +1,9 @@
 // libFuzzer harness (fuzz/README.md): arbitrary checkpoint files through Checkpoint::open. The
 // first byte picks which file the rest is: model.safetensors itself (header length, JSON header,
-// data), or model.safetensors.index.json beside two valid shards. Every tensor the checkpoint
-// then offers is read end to end, so a tensor whose bytes lie outside the mapping would fault.
+// data), or model.safetensors.index.json beside two valid shards, and whether the checkpoint is
+// opened under a name prefix ("p.", as Kimi-K2.5's "language_model."). Every tensor the
+// checkpoint then offers is read end to end, so a tensor whose bytes lie outside the mapping
+// would fault.
 // A malformed file must be an mlaserve::Error; any other exception is reported as a crash.
 #include <unistd.h>
 
@@ -69,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write_file(dir / (index ? "model.safetensors.index.json" : "model.safetensors"), data + 1,
              size - 1);
   try {
-    const Checkpoint checkpoint = Checkpoint::open(dir);
+    const Checkpoint checkpoint = Checkpoint::open(dir, data[0] & 2 ? "p." : "");
     static const char* const kNames[] = {"a", "b", "c", "d", "e", "weight", "x", "w.weight_packed"};
     volatile unsigned sum = read_all(checkpoint, kNames, std::size(kNames));
     (void)sum;
