@@ -267,6 +267,7 @@ MLASERVE_AVX512_BF16 void dequantize_q4_rows_bf16(const Weight& w, int64_t first
 }
 
 void dequantize_q4_rows_f32(const Weight& w, int64_t first, int64_t last, float* out) {
+  if (cpu_has_avx2()) return dequantize_q4_rows_f32_avx2(w, first, last, out);
   std::array<float, 16> values;
   for (int code = 0; code < 16; ++code)
     values[static_cast<size_t>(code)] = code_value(w.type(), static_cast<uint8_t>(code));

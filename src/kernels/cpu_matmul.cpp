@@ -63,14 +63,15 @@ const bf16* packed_copy(const MatmulJob& job) {
 
 // FP8/INT8 weights with float32 activations (exactness checks) take the dequantizing GEMM path
 // at every m: their GEMV would need a second set of kernels for a mode that is not about speed.
-// So do they on a CPU without AVX512_BF16 (or VBMI, for the GEMV's decode), where the GEMV
-// widens only bf16 weights. `packed`: packed_copy(job).
+// So do FP8/INT8 on a CPU without AVX512_BF16 (or VBMI, for the GEMV's decode); 4-bit weights
+// there have an AVX2 GEMV. `packed`: packed_copy(job).
 bool use_gemv(const MatmulJob& job, const bf16* packed) {
   const Weight& w = *job.w;
   if (w.row_major_dropped()) return packed != nullptr;
+  const bool quantized_gemv = cpu_has_avx512_vbmi_bf16() || (four_bit(w.type()) && cpu_has_avx2());
   const bool supported = w.type() == WeightType::F32 || w.type() == WeightType::BF16
                              ? cpu_has_avx512() || cpu_has_avx2()
-                             : rounds_x(w) && cpu_has_avx512_vbmi_bf16();
+                             : rounds_x(w) && quantized_gemv;
   const int64_t max_rows = (w.type() == WeightType::BF16 && !w.packed) || w.quantized()
                                ? kMaxGemvRowsUnpacked
                                : kMaxGemvRows;

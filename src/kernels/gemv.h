@@ -45,6 +45,10 @@ void gemv_q8_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t 
 void gemv_q4_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                   int64_t last);
 
+// The same on a CPU with AVX2 but not the AVX-512 BF16/VBMI kernel: x (bf16 activations) as
+// it is, rounded to bf16 inside. Used by gemv_batch.
+void gemv_q4_avx2_rows(const GemvJob& job, int64_t first, int64_t last);
+
 // Weight rows [first, last) (whole panels but the weight's last) of a job with a packed copy,
 // x already rounded to bf16 (rows k_padded apart, zero past k). Needs cpu_has_avx512_bf16().
 // Used by gemv_batch.
@@ -60,6 +64,8 @@ void dequantize_rows_f32(const Weight& w, int64_t first, int64_t last, float* ou
 // Their 4-bit forms (INT4/MXFP4), which those two call.
 void dequantize_q4_rows_bf16(const Weight& w, int64_t first, int64_t last, bf16* out);
 void dequantize_q4_rows_f32(const Weight& w, int64_t first, int64_t last, float* out);
+// dequantize_q4_rows_f32's fast path (the same values), on any CPU with AVX2.
+void dequantize_q4_rows_f32_avx2(const Weight& w, int64_t first, int64_t last, float* out);
 
 // The calling thread's scratch for x rounded to bf16 (gemv_batch, the oneDNN bf16 GEMM): its
 // first `values` elements, grown when too small and kept across calls.

@@ -290,6 +290,8 @@ BENCHMARK(BM_MatmulDecode<WeightType::INT4>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::MXFP4>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutBf16<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::BF16>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::INT4>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::MXFP4>)->Apply(decode_shapes);
 // The bench model's expert gate_up (2·512 × 1024) and down (1024 × 512), 8 per token (6
 // routed + 2 shared), and DeepSeek-V3's (2·2048 × 7168, 7168 × 2048), 9 per token.
 BENCHMARK(BM_ExpertBatch<WeightType::BF16>)
@@ -312,6 +314,7 @@ BENCHMARK(BM_MatmulPrefill<WeightType::BF16, true, true>)->Apply(prefill_shapes)
 BENCHMARK(BM_MatmulPrefill<WeightType::F32>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefillWidened<WeightType::BF16>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefillWidened<WeightType::FP8>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefillWidened<WeightType::INT4>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT4>)->Apply(prefill_shapes);
