@@ -400,7 +400,7 @@ void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::
 // panel into that layout again per call; its own reorder from bf16 to packed f32 ran at ~10
 // GB/s). oneDNN 2.7 runs packed weights into a strided destination on its reference kernel, so
 // a panel of a weight with several writes its columns of y through a scratch block.
-void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
+void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y, bool panel_gemv) {
   const memory::data_type type = data_type(w, m);
   const int64_t k = w.cols(), value_bytes = static_cast<int64_t>(memory::data_type_size(type));
   const int64_t panel_rows = std::clamp<int64_t>(
@@ -417,13 +417,28 @@ void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
     } else {
       fill_row_major_panel(w, first, rows, type, values);
     }
+    const bool by_gemv = panel_gemv && packs && type == memory::data_type::bf16;
     const bool through_block = packs && rows < w.rows();
     float* out = through_block ? take(y_block, m * rows) : y + first;
-    const Shape shape{m, rows, k, type, through_block ? rows : w.rows()};
-    const memory::desc weights_desc = packs ? memory::desc({k, rows}, type, packed_tag(type))
-                                            : row_major_weight_desc(rows, k, type);
-    const memory weights(weights_desc, cpu_engine(), values);
-    execute(shape, cached_primitive(shape, packs, weights_desc), source, weights, out);
+    if (by_gemv) {
+      // The panel is the layout of a bf16 weight's packed copy: its rows' product as one.
+      const GemvJob job{x,
+                        m,
+                        nullptr,
+                        WeightType::BF16,
+                        rows,
+                        k,
+                        out,
+                        nullptr,
+                        reinterpret_cast<const bf16*>(values)};
+      gemv_batch({&job, 1});
+    } else {
+      const Shape shape{m, rows, k, type, through_block ? rows : w.rows()};
+      const memory::desc weights_desc = packs ? memory::desc({k, rows}, type, packed_tag(type))
+                                              : row_major_weight_desc(rows, k, type);
+      const memory weights(weights_desc, cpu_engine(), values);
+      execute(shape, cached_primitive(shape, packs, weights_desc), source, weights, out);
+    }
     if (!through_block) continue;
     for_ranges(m, m * rows >= (1 << 16), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
@@ -475,10 +490,10 @@ const bf16* dnnl_packed_bf16(const Weight& w) {
   return packed && packed->bf16_blocked ? static_cast<const bf16*>(packed->storage.get()) : nullptr;
 }
 
-void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
+void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y, bool panel_gemv) {
   const memory::data_type type = data_type(w, m);
   if (w.quantized() || (w.type() == WeightType::BF16 && type == memory::data_type::f32)) {
-    dnnl_matmul_panels(x, m, w, y);
+    dnnl_matmul_panels(x, m, w, y, panel_gemv && w.quantized());
     return;
   }
   const Shape shape{m, w.rows(), w.cols(), type, w.rows()};

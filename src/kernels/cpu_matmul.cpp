@@ -46,18 +46,21 @@ bool rounds_x(const Weight& w) {
   return w.activations() == WeightType::BF16;
 }
 
+// Whether m rows of x multiply a bf16 packed layout faster by gemv_packed_rows than by oneDNN:
+// where the bf16 dot product is the chosen GEMM path for m (up to kMaxGemvRows the row-major GEMV
+// would use it anyway). Past those rows not where oneDNN has AMX tiles, whose bf16 GEMM outruns
+// any vdpbf16ps kernel once it is compute-bound. Never in the deterministic mode, whose GEMV
+// keeps one summation order per row for every m.
+bool packed_gemv_rows(int64_t m) {
+  return cpu_has_avx512_bf16() && !deterministic_kernels() && m <= kMaxPackedRows &&
+         (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
+}
+
 // The packed copy a job runs on in the GEMV pass, or null: bf16 weights with a copy in the
-// layout gemv_packed_rows reads, where the bf16 dot product is the chosen GEMM path for m (up to
-// kMaxGemvRows the row-major GEMV would use it anyway). Past those rows not where oneDNN has
-// AMX tiles, whose bf16 GEMM outruns any vdpbf16ps kernel once it is compute-bound. Never in
-// the deterministic mode, whose GEMV keeps one summation order per row for every m.
+// layout gemv_packed_rows reads, at the rows where that kernel is the faster.
 const bf16* packed_copy(const MatmulJob& job) {
   const Weight& w = *job.w;
-  if (w.type() != WeightType::BF16 || !rounds_x(w) || !cpu_has_avx512_bf16() ||
-      deterministic_kernels() || job.m > kMaxPackedRows ||
-      (job.m > kMaxGemvRows && (gemm_path(job.m) != GemmPath::Bf16Dot || dnnl_has_amx()))) {
-    return nullptr;
-  }
+  if (w.type() != WeightType::BF16 || !rounds_x(w) || !packed_gemv_rows(job.m)) return nullptr;
   return dnnl_packed_bf16(w);
 }
 
@@ -107,7 +110,9 @@ void matmul_other(const MatmulJob& job) {
   if (w.cols() == 0) {
     std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
   } else if (use_dnnl()) {
-    dnnl_matmul(job.x, job.m, w, job.y);
+    // A quantized weight's bf16 panels go through the packed GEMV where a bf16 weight's packed
+    // copy would.
+    dnnl_matmul(job.x, job.m, w, job.y, w.quantized() && rounds_x(w) && packed_gemv_rows(job.m));
   } else if (reference_kernels_forced() || !rounds_x(w)) {
     ref::matmul(job.x, job.m, w, job.y);
   } else {
