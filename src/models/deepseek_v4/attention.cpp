@@ -73,40 +73,38 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   const int64_t nh = shards_.heads().size(), d = cfg_.head_dim, ql = cfg_.q_lora_rank;
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
   const Rope& rope = layer_rope(layer);
-  // Scratch kept across steps (core/scratch.h): a step allocates and page-faults nothing.
-  thread_local std::vector<float> qr_buf, q_buf, kv_buf, ckv_buf, cscore_buf, ikv_buf, iscore_buf,
-      iq_buf, iw_buf, o_buf, og_buf, zg_buf, z_buf, shard_buf;
+  StepBuffers& b = buf_;
   const auto project = [&](const kernels::Weight& weight, std::vector<float>& buf) {
     float* y = take(buf, n * weight.rows());
     model::replicated_linear(
-        comm, x, n, cfg_.hidden_size, weight.rows(), y, shard_buf,
+        comm, x, n, cfg_.hidden_size, weight.rows(), y, b.token_shard,
         [&](const float* rows, int64_t m, float* ys) { kernels::matmul(rows, m, weight, ys); });
     return y;
   };
   // q: [n, nh, d] from the q latent, each head RMS-normalised (no weight), RoPE on its last dims.
   StepProjections p;
-  p.qr = project(w.wq_a, qr_buf);
+  p.qr = project(w.wq_a, b.qr);
   kernels::rms_norm(p.qr, w.q_norm.data(), n, ql, eps, p.qr);
-  float* q = take(q_buf, n * nh * d);
+  float* q = take(b.q, n * nh * d);
   kernels::matmul(p.qr, n, w.wq_b, q);
   thread_local std::vector<float> unit;
   unit.assign(static_cast<size_t>(d), 1.0f);
   kernels::rms_norm(q, unit.data(), n * nh, d, eps, q);
   // kv: [n, d], one row per token, key and value of every head.
-  float* kv = project(w.wkv, kv_buf);
+  float* kv = project(w.wkv, b.kv);
   p.kv = kv;
   kernels::rms_norm(kv, w.kv_norm.data(), n, d, eps, kv);
   // The compressors' and the indexer's projections of the step's rows.
   if (w.compressor) {
-    p.compressor_kv = project(w.compressor->wkv, ckv_buf);
-    p.compressor_score = project(w.compressor->wgate, cscore_buf);
+    p.compressor_kv = project(w.compressor->wkv, b.compressor_kv);
+    p.compressor_score = project(w.compressor->wgate, b.compressor_score);
   }
   if (w.indexer) {
     const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
-    p.index_kv = project(w.indexer->compressor.wkv, ikv_buf);
-    p.index_score = project(w.indexer->compressor.wgate, iscore_buf);
-    p.index_w = project(w.indexer->weights_proj, iw_buf);
-    p.index_q = take(iq_buf, n * ih * id);
+    p.index_kv = project(w.indexer->compressor.wkv, b.index_kv);
+    p.index_score = project(w.indexer->compressor.wgate, b.index_score);
+    p.index_w = project(w.indexer->weights_proj, b.index_w);
+    p.index_q = take(b.index_q, n * ih * id);
     kernels::matmul(p.qr, n, w.indexer->wq_b, p.index_q);
     const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
     for (int64_t i = 0; i < n * ih; ++i) p.index_w[i] *= scale;
@@ -119,8 +117,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   if (rows.size() < static_cast<size_t>(n)) rows.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(t)].clear();
   // Each row's RoPE angles, computed once for its q heads, its row, its output and its index q.
-  thread_local std::vector<float> angles_buf;
-  p.angles = take(angles_buf, n * rope.angle_floats());
+  p.angles = take(b.angles, n * rope.angle_floats());
   // Each sequence's stored rows (ring, entries) as float32, for its queries to read.
   thread_local std::vector<std::vector<float>> decoded;
   if (decoded.size() < seqs.size()) decoded.resize(seqs.size());
@@ -138,7 +135,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   }
   // Every query of the step at once: attention with the sinks, the output de-rotated at the
   // query's position.
-  float* o = take(o_buf, n * nh * d);
+  float* o = take(b.o, n * nh * d);
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   kernels::for_each_item(n, n > 1, [&](int64_t t) {
     const auto& r = rows[static_cast<size_t>(t)];
@@ -158,9 +155,9 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   // out = wo_b · z (its columns of those groups: partial sums over the attention group).
   const auto groups = static_cast<int64_t>(w.wo_a.size());
   const int64_t group_in = shards_.heads_per_group * d, rank = cfg_.o_lora_rank;
-  float* og = take(og_buf, n * group_in);
-  float* zg = take(zg_buf, n * rank);
-  float* z = take(z_buf, n * groups * rank);
+  float* og = take(b.group_in, n * group_in);
+  float* zg = take(b.group_out, n * rank);
+  float* z = take(b.z, n * groups * rank);
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t = 0; t < n; ++t)
       std::copy_n(o + t * nh * d + g * group_in, group_in, og + t * group_in);

@@ -308,6 +308,24 @@ TEST_F(V4Forward, FootprintOfEachRankEqualsItsLoadedShare) {
   }
 }
 
+// reserve_step_buffers claims what the largest step uses: a step of that size (a 64-token
+// prompt with every row's logits, then a batch of three sequences) grows no buffer past it.
+TEST_F(V4Forward, ReservedStepBuffersHoldTheLargestStep) {
+  DeepseekV4Model model(make(true), model::WeightFormat(kernels::WeightType::F32));
+  const int64_t V = model.config().vocab_size;
+  const size_t reserved = model.reserve_step_buffers(64, 64, 64);
+  EXPECT_GT(reserved, size_t{0});
+  SequenceCache one = model.new_cache();
+  model.forward(prompt(64, V, 3), one);
+  std::vector<SequenceCache> caches(3, model.new_cache());
+  const std::vector<std::vector<int32_t>> prompts = {prompt(30, V, 4), prompt(20, V, 5),
+                                                     prompt(14, V, 6)};
+  std::vector<SequenceInput> batch;
+  for (size_t i = 0; i < 3; ++i) batch.push_back({prompts[i], &caches[i]});
+  model.forward(batch);
+  EXPECT_EQ(model.reserve_step_buffers(64, 64, 64), reserved);
+}
+
 // A checkpoint missing a tensor the config implies, or with a scale of the wrong shape, is a
 // load error that names it.
 TEST_F(V4Forward, LoadErrorsNameTheTensor) {

@@ -39,6 +39,7 @@ DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::Weight
                                  const model::RankLayout& layout)
     : cfg_(checked(V4Config::load(dir), layout)),
       shards_(shards(cfg_, layout)),
+      attn_tp_size_(layout.attn_tp_size),
       info_(model::model_info("deepseek_v4", cfg_)),
       format_(model::resolve_weight_format(format, cfg_.fp8_block_quantized)),
       w_(load_weights(dir, cfg_, format_, layout)),
@@ -88,8 +89,7 @@ void DeepseekV4Model::embed_streams(const std::vector<int32_t>& tokens, model::S
   const auto n = static_cast<int64_t>(tokens.size());
   const model::Range vocab = shards_.vocab;
   // This rank's lookups [n, H] (zero for another rank's token), summed over the group.
-  thread_local std::vector<float> rows_buf;
-  float* rows = take(rows_buf, n * H);
+  float* rows = take(buf_.embedded, n * H);
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= cfg_.vocab_size)
@@ -121,11 +121,10 @@ std::vector<float> DeepseekV4Model::logits(const std::vector<float>& h,
                                            std::span<const int64_t> rows,
                                            model::StepComm& comm) const {
   const int64_t H = cfg_.hidden_size, m = static_cast<int64_t>(rows.size());
-  thread_local std::vector<float> picked_buf, shard_buf;
-  float* picked = take(picked_buf, m * H);
+  float* picked = take(buf_.head_in, m * H);
   for (int64_t i = 0; i < m; ++i)
     std::copy_n(h.data() + rows[static_cast<size_t>(i)] * H, H, picked + i * H);
-  float* shard = take(shard_buf, m * w_.head.rows());
+  float* shard = take(buf_.head_out, m * w_.head.rows());
   kernels::matmul(picked, m, w_.head, shard);
   std::vector<float> out(static_cast<size_t>(m * cfg_.vocab_size));
   comm.gather_vocab(shard, m, cfg_.vocab_size, out.data());
@@ -136,11 +135,10 @@ void DeepseekV4Model::moe_exchange(const MoeWeights& w, int64_t layer, const flo
                                    const std::vector<int32_t>& step_tokens, int64_t n,
                                    model::StepComm& comm, float* out) const {
   const int64_t H = cfg_.hidden_size;
-  thread_local std::vector<float> all_buf, partial_buf;
-  std::vector<float>& all = all_buf;
+  std::vector<float>& all = buf_.moe_in;
   comm.gather_groups(x, n, H, all);
   const int64_t N = static_cast<int64_t>(all.size()) / H;
-  float* partial = take(partial_buf, N * H);
+  float* partial = take(buf_.moe_out, N * H);
   moe(w, layer, all.data(), step_tokens.data(), N, partial);
   comm.reduce_to_group(partial, n, H, out);
 }
@@ -161,11 +159,10 @@ std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
   }
   const auto n = static_cast<int64_t>(tokens.size());
-  // The residual streams and the sublayers' input and output: scratch kept across steps.
-  thread_local std::vector<float> streams_buf, x_buf, y_buf;
-  float* X = take(streams_buf, n * cfg_.hc_mult * H);
-  float* x = take(x_buf, n * H);
-  float* y = take(y_buf, n * H);
+  // The residual streams and the sublayers' input and output.
+  float* X = take(buf_.streams, n * cfg_.hc_mult * H);
+  float* x = take(buf_.x, n * H);
+  float* y = take(buf_.y, n * H);
   embed_streams(tokens, comm, X);
   // The token ids of every group's rows, in the MoE's row order (its hash-routed layers read
   // them): gathered once per step as float32 values (exact: check_layout holds ids below 2^24).
@@ -188,6 +185,60 @@ std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
   hc_head(cfg_, w_.hc_head, X, n, x);
   kernels::rms_norm(x, w_.norm.data(), n, H, eps, x);
   return {x, x + n * H};
+}
+
+size_t StepBuffers::bytes() const {
+  size_t total = 0;
+  const auto add = [&total](const auto&... buffers) {
+    ((total += buffers.capacity() * sizeof(buffers[0])), ...);
+  };
+  add(streams, x, y, embedded, qr, q, kv, compressor_kv, compressor_score, index_kv, index_score);
+  add(index_q, index_w, angles, o, group_in, group_out, z, token_shard, moe_in, moe_out);
+  add(router_logits, pick_weights, expert_x, expert_y, gate, up, pick_ids, expert_begin);
+  add(expert_next, pick_order, head_in, head_out);
+  return total;
+}
+
+// The bounds of each take() of the forward for T group rows, N MoE rows and R rows of logits
+// (each routed expert sees at most N rows: a row picks an expert once).
+size_t DeepseekV4Model::reserve_step_buffers(int64_t T, int64_t N, int64_t R) {
+  StepBuffers& b = buf_;
+  const int64_t H = cfg_.hidden_size, d = cfg_.head_dim, nh = shards_.heads().size();
+  const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim, k = cfg_.router.top_k;
+  const auto hold = [](auto& buffer, int64_t n) { take(buffer, n); };
+  for (auto* v : {&b.x, &b.y, &b.embedded}) hold(*v, T * H);
+  hold(b.streams, T * cfg_.hc_mult * H);
+  hold(b.qr, T * cfg_.q_lora_rank);
+  for (auto* v : {&b.q, &b.o}) hold(*v, T * nh * d);
+  hold(b.kv, T * d);
+  for (auto* v : {&b.compressor_kv, &b.compressor_score}) hold(*v, T * 2 * d);
+  for (auto* v : {&b.index_kv, &b.index_score}) hold(*v, T * 2 * id);
+  hold(b.index_q, T * ih * id);
+  hold(b.index_w, T * ih);
+  hold(b.angles, T * std::max(window_rope_.angle_floats(), compress_rope_.angle_floats()));
+  hold(b.group_in, T * shards_.heads_per_group * d);
+  hold(b.group_out, T * cfg_.o_lora_rank);
+  hold(b.z, T * shards_.o_groups.size() * cfg_.o_lora_rank);
+  if (attn_tp_size_ > 1) {  // dp_linear: a token shard of the widest replicated projection
+    const int64_t widest = std::max({cfg_.q_lora_rank, 2 * d, 2 * id, ih});
+    hold(b.token_shard, (T + attn_tp_size_ - 1) / attn_tp_size_ * widest);
+  }
+  for (auto* v : {&b.moe_in, &b.moe_out, &b.expert_x, &b.expert_y}) hold(*v, N * H);
+  hold(b.router_logits, N * cfg_.n_routed_experts);
+  hold(b.pick_weights, N * k);
+  hold(b.pick_ids, N * k);
+  hold(b.pick_order, N * k);
+  hold(b.expert_begin, cfg_.n_routed_experts + 1);
+  hold(b.expert_next, cfg_.n_routed_experts);
+  int64_t inter = 0;  // the widest expert slice held
+  for (const LayerWeights& l : w_.layers) {
+    if (l.ffn.shared) inter = std::max(inter, l.ffn.shared->w1.rows());
+    if (!l.ffn.experts.empty()) inter = std::max(inter, l.ffn.experts.front().w1.rows());
+  }
+  for (auto* v : {&b.gate, &b.up}) hold(*v, N * inter);
+  hold(b.head_in, R * H);
+  hold(b.head_out, R * w_.head.rows());
+  return b.bytes();
 }
 
 }  // namespace mlaserve::models::deepseek_v4

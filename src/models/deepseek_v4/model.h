@@ -24,6 +24,7 @@
 #include "models/deepseek_v4/rope.h"
 #include "models/deepseek_v4/sequence_cache.h"
 #include "models/deepseek_v4/sharding.h"
+#include "models/deepseek_v4/step_buffers.h"
 #include "models/deepseek_v4/weights.h"
 
 namespace mlaserve::models::deepseek_v4 {
@@ -51,8 +52,10 @@ class DeepseekV4Model : public model::Model {
   std::vector<float> forward(const model::StepInput& input, model::KvStore& kv,
                              model::StepComm& comm,
                              std::vector<float>* final_hidden = nullptr) override;
-  // Steps allocate their buffers as they run (no reservation yet): 0 bytes.
-  size_t reserve_step_buffers(int64_t, int64_t, int64_t) override { return 0; }
+  // Claims the step scratch (step_buffers.h) for steps of up to group_tokens rows, mlp_tokens
+  // MoE rows and logit_rows rows of logits; returns the bytes held.
+  size_t reserve_step_buffers(int64_t group_tokens, int64_t mlp_tokens,
+                              int64_t logit_rows) override;
   size_t weight_value_bytes() const override { return w_.value_bytes; }
   size_t resident_weight_bytes() const override { return w_.resident_bytes; }
   std::string weight_format_description() const override;
@@ -112,10 +115,12 @@ class DeepseekV4Model : public model::Model {
 
   V4Config cfg_;
   V4Shards shards_;
+  int attn_tp_size_;  // ranks of this rank's attention group (dp_linear's token shards)
   model::ModelInfo info_;
   model::WeightFormat format_;
   V4Weights w_;
   Rope window_rope_, compress_rope_;
+  mutable StepBuffers buf_;  // the forward's scratch (one forward at a time)
 };
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -13,11 +13,11 @@ namespace mlaserve::models::deepseek_v4 {
 namespace {
 
 // out [m, H] = w2 · (silu(min(g, L)) · clamp(u, -L, L)), g = w1 x, u = w3 x (L = 0: no clamp).
-void expert_forward(const ExpertWeights& w, const float* x, int64_t m, float limit, float* out) {
+void expert_forward(const ExpertWeights& w, const float* x, int64_t m, float limit, StepBuffers& b,
+                    float* out) {
   const int64_t I = w.w1.rows();
-  thread_local std::vector<float> g_buf, u_buf;  // scratch kept across steps
-  float* g = take(g_buf, m * I);
-  float* u = take(u_buf, m * I);
+  float* g = take(b.gate, m * I);
+  float* u = take(b.up, m * I);
   kernels::matmul(x, m, w.w1, g);
   kernels::matmul(x, m, w.w3, u);
   for (int64_t i = 0; i < m * I; ++i) {
@@ -37,12 +37,11 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
                           int64_t n, float* out) const {
   const int64_t H = cfg_.hidden_size, E = cfg_.n_routed_experts, k = cfg_.router.top_k;
   const auto limit = static_cast<float>(cfg_.swiglu_limit);
-  thread_local std::vector<float> logits_buf, weights_buf, rows_buf, y_buf;
-  thread_local std::vector<int32_t> ids_buf;
-  float* logits = take(logits_buf, n * E);
+  StepBuffers& b = buf_;
+  float* logits = take(b.router_logits, n * E);
   kernels::matmul(x, n, w.gate, logits);
-  int32_t* ids = take(ids_buf, n * k);
-  float* weights = take(weights_buf, n * k);
+  int32_t* ids = take(b.pick_ids, n * k);
+  float* weights = take(b.pick_weights, n * k);
   kernels::RouterSpec spec = cfg_.router;
   spec.correction_bias = w.bias.data();
   for (int64_t t = 0; t < n; ++t) {
@@ -58,9 +57,9 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
   // Shared expert for every row (this rank's slice), then each routed expert this rank holds
   // (its slice, or the whole expert under EP) over the rows that chose it.
   std::fill(out, out + n * H, 0.0f);
-  if (w.shared) expert_forward(*w.shared, x, n, limit, out);
+  if (w.shared) expert_forward(*w.shared, x, n, limit, b, out);
   // The picks grouped by expert (a counting sort): expert e's are order[begin[e], begin[e + 1]).
-  thread_local std::vector<int64_t> begin, next, order;
+  std::vector<int64_t>&begin = b.expert_begin, &next = b.expert_next, &order = b.pick_order;
   begin.assign(static_cast<size_t>(E + 1), 0);
   for (int64_t i = 0; i < n * k; ++i) ++begin[static_cast<size_t>(ids[i]) + 1];
   for (int64_t e = 0; e < E; ++e)
@@ -73,11 +72,11 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
     const int64_t first = begin[static_cast<size_t>(e)],
                   m = begin[static_cast<size_t>(e + 1)] - first;
     if (m == 0) continue;
-    float* rows = take(rows_buf, m * H);
-    float* y = take(y_buf, m * H);
+    float* rows = take(b.expert_x, m * H);
+    float* y = take(b.expert_y, m * H);
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(x + order[static_cast<size_t>(first + i)] / k * H, H, rows + i * H);
-    expert_forward(w.experts[static_cast<size_t>(e - shards_.experts.begin)], rows, m, limit, y);
+    expert_forward(w.experts[static_cast<size_t>(e - shards_.experts.begin)], rows, m, limit, b, y);
     for (int64_t i = 0; i < m; ++i) {
       const int64_t pick = order[static_cast<size_t>(first + i)], row = pick / k;
       for (int64_t c = 0; c < H; ++c) out[row * H + c] += weights[pick] * y[i * H + c];
