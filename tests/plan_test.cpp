@@ -124,8 +124,9 @@ TEST(Plan, BytesPerRankMatchTheLoadedRanksOfDeepseekV4) {
 }
 
 // The figures the DeepSeek-V4 release asks of a CPU server (bf16 KV, 8 requests of 32k): V4-Flash
-// (FP8 + FP4 experts, ~170 GiB) on one 256 GiB host of 2 sockets split over both; V4-Pro (~930
-// GiB) on two 768 GiB hosts, which no layout of fewer than all 4 sockets holds.
+// (FP8 + FP4 experts with E8M0 scales, ~146 GiB) on one 256 GiB host of 2 sockets split over
+// both, and on a 192 GiB host as one rank; V4-Pro (~794 GiB) on two 768 GiB hosts, which no
+// layout of fewer than all 4 sockets holds.
 TEST(Plan, DeepseekV4FlashOnOneHostAndProOnTwo) {
   const std::string workload = " --concurrency 8 --context 32768 --json 2>/dev/null";
   const auto plans = [&](const std::string& config, const std::string& machines) {
@@ -138,6 +139,7 @@ TEST(Plan, DeepseekV4FlashOnOneHostAndProOnTwo) {
   EXPECT_TRUE(flash[0]["fits"].get<bool>()) << flash[0].dump();
   EXPECT_TRUE(layout(flash, "tp=2 dp=2 dp-attention ep-moe")["fits"].get<bool>());
   EXPECT_FALSE(layout(flash, "tp=1 dp=2")["fits"].get<bool>());  // a whole copy per socket
+  EXPECT_TRUE(plans("deepseek-v4-flash", " --mem-per-host 192")[0]["fits"].get<bool>());
   const json pro = plans("deepseek-v4-pro", " --mem-per-host 768 --hosts 2 --sockets-per-host 2");
   EXPECT_TRUE(pro[0]["fits"].get<bool>()) << pro[0].dump();
   EXPECT_TRUE(layout(pro, "tp=4 dp=4 dp-attention ep-moe")["fits"].get<bool>());

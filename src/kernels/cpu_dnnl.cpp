@@ -236,10 +236,10 @@ MLASERVE_AVX512 inline __attribute__((always_inline)) void dequantize_run(const 
   const uint8_t* row = w.codes() + n * w.code_row_bytes();
   const __m512i v = table.nibbles ? decode_nibbles32(row + run.k0 / 2, run.count, *table.nibbles)
                                   : decode_codes(load_codes(row + run.k0, run.count), *table.bytes);
-  const float* scales = w.scales().row_scales(n) + run.block;
-  __m512 scale_lo = _mm512_set1_ps(scales[0]), scale_hi = scale_lo;
+  const BlockScales& s = w.scales();
+  __m512 scale_lo = _mm512_set1_ps(s.scale(n, run.block)), scale_hi = scale_lo;
   if (run.next) {
-    const __m512 next_scale = _mm512_set1_ps(scales[1]);
+    const __m512 next_scale = _mm512_set1_ps(s.scale(n, run.block + 1));
     scale_lo = _mm512_mask_blend_ps(static_cast<__mmask16>(run.next), scale_lo, next_scale);
     scale_hi = _mm512_mask_blend_ps(static_cast<__mmask16>(run.next >> 16), scale_hi, next_scale);
   }

@@ -136,20 +136,41 @@ struct Q4Rows {
   int64_t next_row;  // index of the row at `next`
 };
 
+// A row's scales as the tile reads them: float32 (INT4), or E8M0 bytes (MXFP4, kExponents).
+template <bool kExponents>
+const uint8_t* scale_row(const BlockScales& s, int64_t row) {
+  if constexpr (kExponents) return s.row_exponents(row);
+  return reinterpret_cast<const uint8_t*>(s.row_scales(row));
+}
+
+// Up to four group scales of a chunk, from `first_group` of a scale row.
+template <bool kExponents>
+MLASERVE_AVX512 inline __m128 chunk_group_scales(const uint8_t* row, int64_t first_group,
+                                                 __mmask8 groups) {
+  if constexpr (kExponents) {  // 2^(e - 127): e in a float's exponent field
+    const __m128i e =
+        _mm_cvtepu8_epi32(_mm_maskz_loadu_epi8(static_cast<__mmask16>(groups), row + first_group));
+    return _mm_castsi128_ps(_mm_slli_epi32(e, 23));
+  }
+  return _mm_maskz_loadu_ps(groups, reinterpret_cast<const float*>(row) + first_group);
+}
+
 // y[i * y_stride + r] = x[i] · W[row + r] for r < kRows, i < kM, x in split_x()'s form. Each
 // chunk's decoded rows are multiplied with every x row, then scaled into the totals.
-template <int kRows, int kM>
+template <int kRows, int kM, bool kExponents>
 MLASERVE_AVX512_BF16 void tile_q4(const bf16* x, int64_t x_stride, const Q4Rows& rows, int64_t k,
                                   const ByteTables& byte_tables, const ChunkScales& scales,
                                   float* y, int64_t y_stride) {
   __m512 total[kRows][kM];
   // The scales are a stream of their own beside each code row (an eighth of its bytes at groups
-  // of 32): fetched ahead like the codes, or every fourth chunk waits for DRAM.
-  const float *scale_rows[kRows], *next_scale_rows[kRows];
+  // of 32 in float32, a thirty-second as E8M0): fetched ahead like the codes, or every fourth
+  // chunk waits for DRAM.
+  constexpr int64_t kScaleBytes = kExponents ? 1 : 4;
+  const uint8_t *scale_rows[kRows], *next_scale_rows[kRows];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r) {
-    scale_rows[r] = rows.s->row_scales(rows.row + r);
-    next_scale_rows[r] = rows.s->row_scales(rows.next_row + r);
+    scale_rows[r] = scale_row<kExponents>(*rows.s, rows.row + r);
+    next_scale_rows[r] = scale_row<kExponents>(*rows.s, rows.next_row + r);
 #pragma GCC unroll 8
     for (int i = 0; i < kM; ++i) total[r][i] = _mm512_setzero_ps();
   }
@@ -163,12 +184,12 @@ MLASERVE_AVX512_BF16 void tile_q4(const bf16* x, int64_t x_stride, const Q4Rows&
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       _mm_prefetch(rows.next + r * rows.row_bytes + byte, _MM_HINT_T1);
-      _mm_prefetch(next_scale_rows[r] + first_group, _MM_HINT_T1);
+      _mm_prefetch(next_scale_rows[r] + first_group * kScaleBytes, _MM_HINT_T1);
       __m512i v[4];
       decode_chunk(_mm512_maskz_loadu_epi8(lanes, rows.w + r * rows.row_bytes + byte), tables, v);
       const __m512 scale = _mm512_permutexvar_ps(
-          scales.lane_index,
-          _mm512_castps128_ps512(_mm_maskz_loadu_ps(groups, scale_rows[r] + first_group)));
+          scales.lane_index, _mm512_castps128_ps512(chunk_group_scales<kExponents>(
+                                 scale_rows[r], first_group, groups)));
 #pragma GCC unroll 8
       for (int i = 0; i < kM; ++i) {
         const bf16* xi = x + i * x_stride + kChunk * q;
@@ -185,6 +206,7 @@ MLASERVE_AVX512_BF16 void tile_q4(const bf16* x, int64_t x_stride, const Q4Rows&
 
 // Weight rows [row, row + rows) against every x row (x in split_x()'s form): groups of up to
 // four x rows 4 weight rows at a time, a lone x row 8 at a time, as the 8-bit GEMV does.
+template <bool kExponents>
 MLASERVE_AVX512_BF16 void row_block_q4(const GemvJob& job, const bf16* x, int64_t x_stride,
                                        int64_t row, int64_t rows, const ByteTables& tables,
                                        const ChunkScales& scales) {
@@ -201,21 +223,21 @@ MLASERVE_AVX512_BF16 void row_block_q4(const GemvJob& job, const bf16* x, int64_
     float* y = job.y + i * job.n + row;
     const int64_t left = job.m - i;
     if (rows == 8 && left >= 4) {
-      tile_q4<4, 4>(xi, x_stride, all, job.k, tables, scales, y, job.n);
-      tile_q4<4, 4>(xi, x_stride, upper, job.k, tables, scales, y + 4, job.n);
+      tile_q4<4, 4, kExponents>(xi, x_stride, all, job.k, tables, scales, y, job.n);
+      tile_q4<4, 4, kExponents>(xi, x_stride, upper, job.k, tables, scales, y + 4, job.n);
       i += 4;
     } else if (rows == 8 && left >= 2) {
-      tile_q4<4, 2>(xi, x_stride, all, job.k, tables, scales, y, job.n);
-      tile_q4<4, 2>(xi, x_stride, upper, job.k, tables, scales, y + 4, job.n);
+      tile_q4<4, 2, kExponents>(xi, x_stride, all, job.k, tables, scales, y, job.n);
+      tile_q4<4, 2, kExponents>(xi, x_stride, upper, job.k, tables, scales, y + 4, job.n);
       i += 2;
     } else if (rows == 8) {
-      tile_q4<8, 1>(xi, x_stride, all, job.k, tables, scales, y, job.n);
+      tile_q4<8, 1, kExponents>(xi, x_stride, all, job.k, tables, scales, y, job.n);
       i += 1;
     } else {
       for (int64_t r = 0; r < rows; ++r) {
         const Q4Rows one{w + r * row_bytes, w + r * row_bytes, row_bytes,
                          job.scales,        row + r,           row + r};
-        tile_q4<1, 1>(xi, x_stride, one, job.k, tables, scales, y + r, job.n);
+        tile_q4<1, 1, kExponents>(xi, x_stride, one, job.k, tables, scales, y + r, job.n);
       }
       i += 1;
     }
@@ -241,7 +263,12 @@ void gemv_q4_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t 
   bf16* x = take(split, job.m * x_stride);
   split_x(xb, job.m, k_padded, job.k, x_stride, x);
   for (int64_t row = first; row < last; row += 8) {
-    row_block_q4(job, x, x_stride, row, std::min<int64_t>(8, last - row), tables, scales);
+    const int64_t rows = std::min<int64_t>(8, last - row);
+    if (job.scales->by_exponent) {
+      row_block_q4<true>(job, x, x_stride, row, rows, tables, scales);
+    } else {
+      row_block_q4<false>(job, x, x_stride, row, rows, tables, scales);
+    }
   }
 }
 
@@ -251,9 +278,10 @@ MLASERVE_AVX512_BF16 void dequantize_q4_rows_bf16(const Weight& w, int64_t first
   const NibbleTable& table = nibble_table(w.type());
   const BlockScales& s = w.scales();
   const int64_t k = w.cols();
+  thread_local std::vector<float> scratch;  // a row's MXFP4 scales as floats
   for (int64_t r = first; r < last; ++r) {
     const uint8_t* codes = w.codes() + r * w.code_row_bytes();
-    const float* scales = s.row_scales(r);
+    const float* scales = s.row_values(r, scratch);
     bf16* row = out + (r - first) * k;
     for (int64_t c = 0; c < k; c += 32) {
       const int64_t n = std::min<int64_t>(32, k - c);
@@ -272,9 +300,10 @@ void dequantize_q4_rows_f32(const Weight& w, int64_t first, int64_t last, float*
   for (int code = 0; code < 16; ++code)
     values[static_cast<size_t>(code)] = code_value(w.type(), static_cast<uint8_t>(code));
   const BlockScales& s = w.scales();
+  thread_local std::vector<float> scratch;  // a row's MXFP4 scales as floats
   for (int64_t r = first; r < last; ++r) {
     const uint8_t* codes = w.codes() + r * w.code_row_bytes();
-    const float* scales = s.row_scales(r);
+    const float* scales = s.row_values(r, scratch);
     float* row = out + (r - first) * w.cols();
     for (int64_t c = 0; c < w.cols(); ++c)
       row[c] = values[nibble(codes, c)] * scales[c / s.col_block];

@@ -124,9 +124,10 @@ void dequantize_q4_rows_f32_avx2(const Weight& w, int64_t first, int64_t last, f
   const CodeTable t = code_table(w.type());
   const BlockScales& s = w.scales();
   const int64_t k = w.cols(), whole = k / 32 * 32;
+  thread_local std::vector<float> scratch;  // a row's MXFP4 scales as floats
   for (int64_t r = first; r < last; ++r) {
     const uint8_t* codes = w.codes() + r * w.code_row_bytes();
-    const float* scales = s.row_scales(r);
+    const float* scales = s.row_values(r, scratch);
     float* row = out + (r - first) * k;
     decode_row_f32(codes, scales, s.col_block, k, whole, t, row);
   }
@@ -140,9 +141,10 @@ void gemv_q4_avx2_rows(const GemvJob& job, int64_t first, int64_t last) {
   float* x = take(rounded_buf, job.m * k);
   for (int64_t v = 0; v < job.m * k; ++v) x[v] = bf16_to_f32(f32_to_bf16(job.x[v]));
   const int64_t row_bytes = k / 2;
+  thread_local std::vector<float> scale_scratch;  // a row's MXFP4 scales as floats
   for (int64_t r = first; r < last; ++r) {
     const uint8_t* codes = static_cast<const uint8_t*>(job.w) + r * row_bytes;
-    const float* scales = job.scales->row_scales(r);
+    const float* scales = job.scales->row_values(r, scale_scratch);
     for (int64_t i = 0; i < job.m; i += kMaxXRows) {
       const float* xi = x + i * k;
       float* y = job.y + i * job.n + r;

@@ -49,11 +49,27 @@ const char* weight_type_name(WeightType type);
 // [0, col_block - col_phase) and the others follow every col_block columns. Rows map to block
 // rows through row_block (fused weights stack tensors whose blocks restart at each one).
 struct BlockScales {
-  int64_t col_block = 0;           // 128 for FP8, the row length for INT8, the group for 4-bit
-  int64_t col_phase = 0;           // in [0, col_block)
-  int64_t col_blocks = 0;          // blocks per row: ceil((cols + col_phase) / col_block)
-  std::vector<float> scales;       // [block rows, col_blocks]
+  int64_t col_block = 0;      // 128 for FP8, the row length for INT8, the group for 4-bit
+  int64_t col_phase = 0;      // in [0, col_block)
+  int64_t col_blocks = 0;     // blocks per row: ceil((cols + col_phase) / col_block)
+  std::vector<float> scales;  // [block rows, col_blocks]: FP8, INT8, INT4
+  // MXFP4's instead: each group's power-of-two scale as its E8M0 byte e, 2^(e - 127), a quarter
+  // of a float's bytes (e = 0 reads as 0: a group of 2^-127 is zero to float32 anyway).
+  std::vector<uint8_t> exponents;
+  bool by_exponent = false;        // MXFP4: the scales are `exponents`
   std::vector<int32_t> row_block;  // [rows]: each row's block row
+
+  size_t blocks() const { return by_exponent ? exponents.size() : scales.size(); }
+  void resize(size_t blocks);
+  // Block `slot` (a row block's first slot plus j) holds `scale` (for exponents: a power of two).
+  void set(size_t slot, float scale);
+  // Column block j of row `row`, whatever the storage.
+  float scale(int64_t row, int64_t j) const;
+  // A row's scales as floats: row_scales(row), or its exponents decoded into scratch.
+  const float* row_values(int64_t row, std::vector<float>& scratch) const;
+  const uint8_t* row_exponents(int64_t row) const {
+    return exponents.data() + static_cast<size_t>(row_block[static_cast<size_t>(row)] * col_blocks);
+  }
 
   // Local columns [begin, end) of column block j of a row of `cols` values.
   int64_t block_begin(int64_t j) const { return j == 0 ? 0 : j * col_block - col_phase; }

@@ -76,7 +76,8 @@ void fill_quantized(Weight& w, uint32_t seed) {
   s.col_blocks = (w.cols() + s.col_block - 1) / s.col_block;
   for (int64_t r = 0; r < w.rows(); ++r)
     s.row_block[static_cast<size_t>(r)] = static_cast<int32_t>(fp8 ? r / 128 : r);
-  s.scales.assign(static_cast<size_t>((s.row_block.back() + 1) * s.col_blocks), 1.0f / 256);
+  s.resize(static_cast<size_t>((s.row_block.back() + 1) * s.col_blocks));
+  for (size_t i = 0; i < s.blocks(); ++i) s.set(i, 1.0f / 256);
 }
 
 Weight make_weight(WeightType type, int64_t rows, int64_t cols, uint32_t seed) {

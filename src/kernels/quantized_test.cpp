@@ -151,10 +151,12 @@ Weight random_quantized(const QuantizedCase& c, WeightType activations, uint32_t
     }
     block_rows = std::max(block_rows, s.row_block[static_cast<size_t>(r)] + 1);
   }
-  s.scales.resize(static_cast<size_t>(block_rows * s.col_blocks));
-  for (float& v : s.scales) v = scale(rng) / (c.type == WeightType::FP8 ? 64.0f : 32.0f);
-  if (c.type == WeightType::MXFP4)  // power-of-two scales, as e8m0 holds them
-    for (float& v : s.scales) v = std::exp2(std::round(std::log2(v)));
+  s.resize(static_cast<size_t>(block_rows * s.col_blocks));
+  for (size_t i = 0; i < s.blocks(); ++i) {
+    const float v = scale(rng) / (c.type == WeightType::FP8 ? 64.0f : 32.0f);
+    // MXFP4: power-of-two scales, as its E8M0 bytes hold them.
+    s.set(i, c.type == WeightType::MXFP4 ? std::exp2(std::round(std::log2(v))) : v);
+  }
   return w;
 }
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -74,13 +75,47 @@ Weight::Weight(WeightType type, int64_t rows, int64_t cols, WeightType activatio
       if (cols % 2 != 0) fail("a 4-bit weight needs an even row length, got [{}, {}]", rows, cols);
       zero_on_threads(codes_, count / 2);
       scales_.row_block.resize(static_cast<size_t>(rows));
+      scales_.by_exponent = type == WeightType::MXFP4;
       break;
   }
 }
 
 size_t Weight::bytes() const {
   return f32_.size() * sizeof(float) + b16_.size() * sizeof(bf16) + codes_.size() +
-         scales_.scales.size() * sizeof(float) + scales_.row_block.size() * sizeof(int32_t);
+         scales_.scales.size() * sizeof(float) + scales_.exponents.size() +
+         scales_.row_block.size() * sizeof(int32_t);
+}
+
+void BlockScales::resize(size_t blocks) {
+  if (by_exponent) {
+    exponents.resize(blocks);
+  } else {
+    scales.resize(blocks);
+  }
+}
+
+void BlockScales::set(size_t slot, float scale) {
+  if (!by_exponent) {
+    scales[slot] = scale;
+    return;
+  }
+  // Zero and scales below float32's normal range (groups that are zero to float32) read as 0.
+  const auto bits = std::bit_cast<uint32_t>(scale);
+  if (std::isnormal(scale) && (bits & 0x807fffffu) != 0)
+    fail("internal: an MXFP4 scale must be a positive power of two, got {}", scale);
+  exponents[slot] = std::isnormal(scale) ? static_cast<uint8_t>(bits >> 23) : 0;
+}
+
+float BlockScales::scale(int64_t row, int64_t j) const {
+  if (!by_exponent) return row_scales(row)[j];
+  return std::bit_cast<float>(uint32_t{row_exponents(row)[j]} << 23);
+}
+
+const float* BlockScales::row_values(int64_t row, std::vector<float>& scratch) const {
+  if (!by_exponent) return row_scales(row);
+  scratch.resize(static_cast<size_t>(col_blocks));
+  for (int64_t j = 0; j < col_blocks; ++j) scratch[static_cast<size_t>(j)] = scale(row, j);
+  return scratch.data();
 }
 
 void Weight::drop_row_major() {
@@ -105,7 +140,7 @@ float Weight::at(int64_t r, int64_t c) const {
   const int64_t block = (c + scales_.col_phase) / scales_.col_block;
   const uint8_t code =
       four_bit(type_) ? nibble(codes_.data() + r * code_row_bytes(), c) : codes_[i];
-  return code_value(type_, code) * scales_.row_scales(r)[block];
+  return code_value(type_, code) * scales_.scale(r, block);
 }
 
 }  // namespace mlaserve::kernels

@@ -31,9 +31,10 @@ int64_t held_bytes(WeightType type, const std::vector<Block>& parts, int64_t gro
       return values * 2;
     case WeightType::INT8:
       return values + rows * (4 + 4);
-    case WeightType::INT4:
-    case WeightType::MXFP4:  // codes, a float32 scale per group, the block index per row
+    case WeightType::INT4:  // codes, a float32 scale per group, the block index per row
       return values / 2 + rows * ((cols + group - 1) / group * 4 + 4);
+    case WeightType::MXFP4:  // codes, an E8M0 byte per group, the block index per row
+      return values / 2 + rows * ((cols + group - 1) / group + 4);
     case WeightType::FP8:
       break;
   }

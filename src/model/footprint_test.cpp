@@ -43,12 +43,15 @@ const std::vector<WeightFormat> kEveryFormat = {
     {WeightType::BF16, Quantization::Auto},      {WeightType::BF16, Quantization::Fp8, true},
     {WeightType::BF16, Quantization::Int8, true}};
 
+const std::vector<LayoutCase> kEveryLayout = {
+    {1, 1, false}, {2, 1, false}, {4, 2, false}, {4, 2, true}};
+
 void expect_footprint_matches_loader(const std::filesystem::path& dir, bool with_mtp = false,
-                                     const std::vector<WeightFormat>& formats = kEveryFormat) {
+                                     const std::vector<WeightFormat>& formats = kEveryFormat,
+                                     const std::vector<LayoutCase>& layouts = kEveryLayout) {
   const ModelConfig cfg = ModelConfig::load(dir);
   const StoredFp8 stored = stored_fp8_of(dir);
-  for (const LayoutCase& layout : {LayoutCase{1, 1, false}, LayoutCase{2, 1, false},
-                                   LayoutCase{4, 2, false}, LayoutCase{4, 2, true}}) {
+  for (const LayoutCase& layout : layouts) {
     for (const WeightFormat& requested : formats) {
       const WeightFormat format = resolve_weight_format(requested, cfg.fp8_block_quantized);
       for (const RankLayout& rank : ranks_of(layout)) {
@@ -86,6 +89,15 @@ TEST_F(Footprint, MatchesTheLoaderOnTheGoldenModels) {
 // Dimensions that are not multiples of 128 or of the rank count: shards inside FP8 blocks.
 TEST_F(Footprint, MatchesTheLoaderOnOddShapesInFp8) {
   expect_footprint_matches_loader(made_model("odd-v3.json", RandomWeightFormat::FP8));
+}
+
+// 4-bit weights quantized at load: INT4's float32 scale per group, MXFP4's E8M0 byte (odd-k2
+// splits its K dimensions at multiples of 32 over 2 ranks).
+TEST_F(Footprint, MatchesTheLoaderInFourBits) {
+  expect_footprint_matches_loader(
+      made_model("odd-k2.json", RandomWeightFormat::BF16), false,
+      {{WeightType::BF16, Quantization::Int4}, {WeightType::BF16, Quantization::Mxfp4}},
+      {{1, 1, false}, {2, 1, false}, {2, 1, true}});
 }
 
 // The multi-token-prediction layer, whose embedding and head copies the loader shares.

@@ -439,8 +439,8 @@ size_t add_group_scales(const TensorInfo& t, const Block& b, int64_t group, kern
   s.col_block = group;
   s.col_phase = 0;
   s.col_blocks = (b.cols + group - 1) / group;
-  const size_t first_scale = s.scales.size();
-  s.scales.resize(first_scale + static_cast<size_t>(b.rows * s.col_blocks));
+  const size_t first_scale = s.blocks();
+  s.resize(first_scale + static_cast<size_t>(b.rows * s.col_blocks));
   return first_scale;
 }
 
@@ -504,8 +504,8 @@ const TensorInfo& WeightLoader::packed_scales(const TensorInfo& packed) const {
 }
 
 // A 4-bit block kept as stored (compressed-tensors' packed int4, or an FP4 tensor into MXFP4):
-// its codes copied, its scales widened to float32. The block must start at a group boundary
-// (as copy_4bit requires of every 4-bit weight).
+// its codes copied, its scales as the weight holds them (float32, or MXFP4's E8M0 bytes). The block
+// must start at a group boundary (as copy_4bit requires of every 4-bit weight).
 void WeightLoader::copy_stored_4bit(const TensorInfo& t, const TensorInfo& scale, int64_t group,
                                     const Block& b, kernels::Weight& dst, int64_t dst_row) const {
   const size_t first_scale = add_group_scales(t, b, group, dst);
@@ -517,7 +517,7 @@ void WeightLoader::copy_stored_4bit(const TensorInfo& t, const TensorInfo& scale
       const size_t slot = first_scale + static_cast<size_t>(r * s.col_blocks);
       s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(slot / s.col_blocks);
       for (int64_t j = 0; j < s.col_blocks; ++j)
-        s.scales[slot + static_cast<size_t>(j)] = scale_at(scale, row, b.col_begin / group + j);
+        s.set(slot + static_cast<size_t>(j), scale_at(scale, row, b.col_begin / group + j));
       std::memcpy(dst.codes() + out_row * dst.code_row_bytes(),
                   t.data + static_cast<size_t>(row * stored_row_bytes + b.col_begin / 2),
                   static_cast<size_t>(b.cols / 2));
@@ -575,7 +575,7 @@ void WeightLoader::copy_4bit(const TensorInfo& t, const Block& b, kernels::Weigh
       for (int64_t j = 0; j < s.col_blocks; ++j) {
         const int64_t begin = j * group, n = std::min(group, b.cols - begin);
         const float scale = four_bit_group_scale(dst.type(), row.data() + begin, n);
-        s.scales[slot + static_cast<size_t>(j)] = scale;
+        s.set(slot + static_cast<size_t>(j), scale);
         for (int64_t c = begin; c < begin + n; ++c) {
           const uint8_t code = four_bit_code(dst.type(), row[static_cast<size_t>(c)], scale);
           codes[c / 2] = static_cast<uint8_t>(codes[c / 2] | code << (4 * (c % 2)));

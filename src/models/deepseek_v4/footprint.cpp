@@ -38,8 +38,8 @@ class Counter {
       case WeightType::BF16:
         bytes_ += rows * cols * (held == WeightType::F32 ? 4 : 2);
         return;
-      case WeightType::MXFP4:  // codes, a float scale per 32, each row's index into them
-        bytes_ += rows * cols / 2 + rows * (cols / 32) * 4 + rows * 4;
+      case WeightType::MXFP4:  // codes, an E8M0 byte per 32, each row's index into them
+        bytes_ += rows * cols / 2 + rows * (cols / 32) + rows * 4;
         return;
       case WeightType::FP8: {  // codes, 128x128 block scales, each row's index into them
         const int64_t block_rows = (b.row_begin + rows - 1) / 128 - b.row_begin / 128 + 1;
