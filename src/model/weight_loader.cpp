@@ -516,8 +516,15 @@ void WeightLoader::copy_stored_4bit(const TensorInfo& t, const TensorInfo& scale
       const int64_t out_row = dst_row + r, row = b.row_begin + r;
       const size_t slot = first_scale + static_cast<size_t>(r * s.col_blocks);
       s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(slot / s.col_blocks);
-      for (int64_t j = 0; j < s.col_blocks; ++j)
-        s.set(slot + static_cast<size_t>(j), scale_at(scale, row, b.col_begin / group + j));
+      for (int64_t j = 0; j < s.col_blocks; ++j) {
+        const float v = scale_at(scale, row, b.col_begin / group + j);
+        int exponent = 0;
+        if (s.by_exponent && v != 0.0f && std::frexp(v, &exponent) != 0.5f) {
+          fail("{}: '{}' holds {} for a group of FP4 tensor '{}': MXFP4 scales are powers of two",
+               scale.file, scale.name, v, t.name);
+        }
+        s.set(slot + static_cast<size_t>(j), v);
+      }
       std::memcpy(dst.codes() + out_row * dst.code_row_bytes(),
                   t.data + static_cast<size_t>(row * stored_row_bytes + b.col_begin / 2),
                   static_cast<size_t>(b.cols / 2));

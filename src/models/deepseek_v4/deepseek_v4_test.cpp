@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <numeric>
@@ -366,6 +367,20 @@ TEST_F(V4Forward, LoadErrorsNameTheTensor) {
   const std::string table = "layers.0.ffn.gate.tid2eid";
   const std::string bad_id = rewrite(table, [](auto& t) { t.bytes[8] = 99; });
   EXPECT_NE(bad_id.find("'" + table + "' names expert 99"), std::string::npos) << bad_id;
+  // FP4 scales stored as float32 load when they are powers of two (as E8M0 bytes), else not.
+  const std::string fp4_scale = "layers.1.ffn.experts.0.w2.scale";
+  const auto as_f32 = [](float value) {
+    return [value](model::TensorToWrite& t) {
+      t.type = model::StorageType::F32;
+      t.bytes.resize(t.bytes.size() * 4);
+      for (size_t i = 0; i < t.bytes.size(); i += 4) std::memcpy(&t.bytes[i], &value, 4);
+    };
+  };
+  EXPECT_EQ(rewrite(fp4_scale, as_f32(0.25f)), "");
+  const std::string thirds = rewrite(fp4_scale, as_f32(0.3f));
+  EXPECT_NE(thirds.find("'" + fp4_scale + "' holds 0.3 for a group of FP4 tensor"),
+            std::string::npos)
+      << thirds;
 }
 
 }  // namespace
