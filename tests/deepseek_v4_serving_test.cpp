@@ -159,6 +159,30 @@ TEST_F(DeepseekV4Serving, DpAttentionServesConcurrentRequestsAsAlone) {
   EXPECT_GT(status["mixed_steps"].get<int64_t>(), 0) << status.dump();
 }
 
+// Each rank's FLOPs as the sharding says (rank reports): under --tp 2 (heads by output group,
+// experts and the vocabulary split) both ranks repeat the replicated projections and the router,
+// and their shares of the rest add up to one rank's work.
+TEST_F(DeepseekV4Serving, EachRankDoesItsShareOfTheWork) {
+  std::vector<int> ids;
+  for (int j = 0; j < 40; ++j) ids.push_back(100 + j * 37 % 3900);
+  const json input = {{"prompts", {{{"ids", ids}}}}};
+  TempDir a, b;
+  const json one = run_eval(model(), input, "--dtype float32", a, 4);
+  const json two = run_eval(model(), input, "--dtype float32 --tp 2", b, 4);
+  ASSERT_EQ(two["ranks"].size(), 2u);
+  const json& whole = one["ranks"][0]["flops"];
+  for (const char* kind : {"projections", "router"}) {
+    for (const json& rank : two["ranks"]) EXPECT_EQ(rank["flops"][kind], whole[kind]) << kind;
+  }
+  for (const char* kind : {"queries", "attention", "output", "experts", "shared_expert", "head"}) {
+    EXPECT_GT(whole[kind].get<double>(), 0) << kind;
+    EXPECT_DOUBLE_EQ(
+        two["ranks"][0]["flops"][kind].get<double>() + two["ranks"][1]["flops"][kind].get<double>(),
+        whole[kind].get<double>())
+        << kind;
+  }
+}
+
 // A layout that would leave a rank without a share is refused before loading, naming the fix:
 // 4 attention ranks for the model's 2 output groups of heads.
 TEST_F(DeepseekV4Serving, AttentionSplitsBeyondTheOutputGroupsAreRefused) {

@@ -76,9 +76,10 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   StepBuffers& b = buf_;
   const auto project = [&](const kernels::Weight& weight, std::vector<float>& buf) {
     float* y = take(buf, n * weight.rows());
-    model::replicated_linear(
-        comm, x, n, cfg_.hidden_size, weight.rows(), y, b.token_shard,
-        [&](const float* rows, int64_t m, float* ys) { kernels::matmul(rows, m, weight, ys); });
+    model::replicated_linear(comm, x, n, cfg_.hidden_size, weight.rows(), y, b.token_shard,
+                             [&](const float* rows, int64_t m, float* ys) {
+                               linear(FlopKind::Projections, rows, m, weight, ys);
+                             });
     return y;
   };
   // q: [n, nh, d] from the q latent, each head RMS-normalised (no weight), RoPE on its last dims.
@@ -86,7 +87,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   p.qr = project(w.wq_a, b.qr);
   kernels::rms_norm(p.qr, w.q_norm.data(), n, ql, eps, p.qr);
   float* q = take(b.q, n * nh * d);
-  kernels::matmul(p.qr, n, w.wq_b, q);
+  linear(FlopKind::Queries, p.qr, n, w.wq_b, q);
   thread_local std::vector<float> unit;
   unit.assign(static_cast<size_t>(d), 1.0f);
   kernels::rms_norm(q, unit.data(), n * nh, d, eps, q);
@@ -105,7 +106,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
     p.index_score = project(w.indexer->compressor.wgate, b.index_score);
     p.index_w = project(w.indexer->weights_proj, b.index_w);
     p.index_q = take(b.index_q, n * ih * id);
-    kernels::matmul(p.qr, n, w.indexer->wq_b, p.index_q);
+    linear(FlopKind::Projections, p.qr, n, w.indexer->wq_b, p.index_q);
     const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id * ih)));
     for (int64_t i = 0; i < n * ih; ++i) p.index_w[i] *= scale;
   }
@@ -136,6 +137,10 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   // Every query of the step at once: attention with the sinks, the output de-rotated at the
   // query's position.
   float* o = take(b.o, n * nh * d);
+  for (int64_t t = 0; t < n; ++t)  // q·row and p·row over every row a query reads
+    flops_[static_cast<size_t>(FlopKind::Attention)] +=
+        4.0 * static_cast<double>(nh * d) *
+        static_cast<double>(rows[static_cast<size_t>(t)].size());
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   kernels::for_each_item(n, n > 1, [&](int64_t t) {
     const auto& r = rows[static_cast<size_t>(t)];
@@ -161,10 +166,10 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t = 0; t < n; ++t)
       std::copy_n(o + t * nh * d + g * group_in, group_in, og + t * group_in);
-    kernels::matmul(og, n, w.wo_a[static_cast<size_t>(g)], zg);
+    linear(FlopKind::Output, og, n, w.wo_a[static_cast<size_t>(g)], zg);
     for (int64_t t = 0; t < n; ++t) std::copy_n(zg + t * rank, rank, z + (t * groups + g) * rank);
   }
-  kernels::matmul(z, n, w.wo_b, out);
+  linear(FlopKind::Output, z, n, w.wo_b, out);
   comm.sum_over_attn_tp(out, n * cfg_.hidden_size);
 }
 

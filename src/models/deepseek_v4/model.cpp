@@ -125,7 +125,7 @@ std::vector<float> DeepseekV4Model::logits(const std::vector<float>& h,
   for (int64_t i = 0; i < m; ++i)
     std::copy_n(h.data() + rows[static_cast<size_t>(i)] * H, H, picked + i * H);
   float* shard = take(buf_.head_out, m * w_.head.rows());
-  kernels::matmul(picked, m, w_.head, shard);
+  linear(FlopKind::Head, picked, m, w_.head, shard);
   std::vector<float> out(static_cast<size_t>(m * cfg_.vocab_size));
   comm.gather_vocab(shard, m, cfg_.vocab_size, out.data());
   return out;
@@ -185,6 +185,22 @@ std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
   hc_head(cfg_, w_.hc_head, X, n, x);
   kernels::rms_norm(x, w_.norm.data(), n, H, eps, x);
   return {x, x + n * H};
+}
+
+void DeepseekV4Model::linear(FlopKind kind, const float* x, int64_t m, const kernels::Weight& w,
+                             float* y) const {
+  flops_[static_cast<size_t>(kind)] +=
+      2.0 * static_cast<double>(m) * static_cast<double>(w.rows() * w.cols());
+  kernels::matmul(x, m, w, y);
+}
+
+std::vector<std::pair<std::string, double>> DeepseekV4Model::flop_counts() const {
+  static constexpr const char* kNames[] = {"projections", "queries", "attention",     "output",
+                                           "router",      "experts", "shared_expert", "head"};
+  static_assert(std::size(kNames) == static_cast<size_t>(FlopKind::Count));
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t k = 0; k < std::size(kNames); ++k) out.emplace_back(kNames[k], flops_[k]);
+  return out;
 }
 
 size_t StepBuffers::bytes() const {

@@ -13,6 +13,7 @@
 // the matmuls round x to bf16 where the weights' format asks it (--dtype).
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <span>
 #include <vector>
@@ -59,7 +60,7 @@ class DeepseekV4Model : public model::Model {
   size_t weight_value_bytes() const override { return w_.value_bytes; }
   size_t resident_weight_bytes() const override { return w_.resident_bytes; }
   std::string weight_format_description() const override;
-  std::vector<std::pair<std::string, double>> flop_counts() const override { return {}; }
+  std::vector<std::pair<std::string, double>> flop_counts() const override;
 
   // One rank alone (tests, tools): runs the sequences' new tokens through the model, adding them
   // to their caches; returns their logits, [all new tokens, vocab] in the order given. The
@@ -109,6 +110,21 @@ class DeepseekV4Model : public model::Model {
   void moe(const MoeWeights& w, int64_t layer, const float* x, const int32_t* tokens, int64_t n,
            float* out) const;
 
+  // FLOPs by kind of work (2 per multiply-add), for rank reports and tests of the sharding.
+  enum class FlopKind {
+    Projections,  // the replicated projections (wq_a, wkv, the compressors', the indexer's)
+    Queries,      // this rank's heads' queries (wq_b)
+    Attention,    // scores and values over the rows each query reads
+    Output,       // this rank's output groups (wo_a, wo_b)
+    Router,
+    Experts,       // the routed experts (or slices) this rank holds
+    SharedExpert,  // its slice of the shared expert
+    Head,          // its block of the vocabulary
+    Count
+  };
+  // y = x · Wᵀ for m rows, counted as `kind`.
+  void linear(FlopKind kind, const float* x, int64_t m, const kernels::Weight& w, float* y) const;
+
   const Rope& layer_rope(int64_t layer) const {
     return cfg_.compress_ratio(layer) == 0 ? window_rope_ : compress_rope_;
   }
@@ -121,6 +137,7 @@ class DeepseekV4Model : public model::Model {
   V4Weights w_;
   Rope window_rope_, compress_rope_;
   mutable StepBuffers buf_;  // the forward's scratch (one forward at a time)
+  mutable std::array<double, static_cast<size_t>(FlopKind::Count)> flops_{};
 };
 
 }  // namespace mlaserve::models::deepseek_v4
