@@ -190,9 +190,10 @@ MLASERVE_AVX512_BF16 void round_row_to_bf16(const float* x, int64_t cols, int64_
 }
 
 // Whether a job multiplies x rounded to bf16 (vdpbf16ps), not x as it is (F32 weights, BF16
-// ones widened on a CPU without AVX512_BF16, 4-bit ones on the AVX2 kernel).
+// ones widened on a CPU without AVX512_BF16, quantized ones on the AVX2 kernels).
 bool rounds_x(const GemvJob& job) {
-  if (four_bit(job.type)) return cpu_has_avx512_vbmi_bf16();
+  if (job.type != WeightType::F32 && job.type != WeightType::BF16)
+    return cpu_has_avx512_vbmi_bf16();
   return job.type != WeightType::F32 && (job.type != WeightType::BF16 || cpu_has_avx512_bf16());
 }
 
@@ -213,8 +214,12 @@ void run_rows_f32(const GemvJob& job, int64_t first, int64_t last) {
 // Weight rows [first, last) of one job, x already rounded to bf16 in xb where rounds_x(job).
 void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                     int64_t last) {
-  if (four_bit(job.type) && !cpu_has_avx512_vbmi_bf16()) {
+  if (!rounds_x(job) && four_bit(job.type)) {
     gemv_q4_avx2_rows(job, first, last);
+    return;
+  }
+  if (!rounds_x(job) && (job.type == WeightType::FP8 || job.type == WeightType::INT8)) {
+    gemv_q8_avx2_rows(job, first, last);
     return;
   }
   if (!cpu_has_avx512()) {  // only float32/bf16 jobs come here then (use_gemv)

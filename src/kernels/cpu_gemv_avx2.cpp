@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/avx2_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/gemv.h"
 
@@ -25,13 +26,6 @@ inline float value(float v) {
 }
 inline float value(bf16 v) {
   return bf16_to_f32(v);
-}
-
-MLASERVE_AVX2 inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // y[i * y_stride + r] = x[i, :k] · w[r, :k] for r < kRows, i < kM (x rows k floats apart). Each

@@ -15,6 +15,7 @@
 
 #include "core/numeric.h"
 #include "core/scratch.h"
+#include "kernels/avx2_util.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/gemv.h"
 
@@ -56,13 +57,6 @@ MLASERVE_AVX2 inline void decode32(const uint8_t* codes, __m128i table, __m256 w
   w[1] = widen(_mm_srli_si128(first, 8));
   w[2] = widen(second);
   w[3] = widen(_mm_srli_si128(second, 8));
-}
-
-MLASERVE_AVX2 inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // y[i * n] = x[i, :k] · row for i < m (x rows k floats apart). A row's sum is formed in one order
@@ -136,10 +130,7 @@ void dequantize_q4_rows_f32_avx2(const Weight& w, int64_t first, int64_t last, f
 void gemv_q4_avx2_rows(const GemvJob& job, int64_t first, int64_t last) {
   const CodeTable table = code_table(job.type);
   const int64_t k = job.k, group = job.scales->col_block;
-  // x as the bf16 activations it stands for.
-  thread_local std::vector<float> rounded_buf;
-  float* x = take(rounded_buf, job.m * k);
-  for (int64_t v = 0; v < job.m * k; ++v) x[v] = bf16_to_f32(f32_to_bf16(job.x[v]));
+  const float* x = bf16_rounded(job.x, job.m * k);  // the bf16 activations x stands for
   const int64_t row_bytes = k / 2;
   thread_local std::vector<float> scale_scratch;  // a row's MXFP4 scales as floats
   for (int64_t r = first; r < last; ++r) {

@@ -64,14 +64,14 @@ const bf16* packed_copy(const MatmulJob& job) {
   return dnnl_packed_bf16(w);
 }
 
-// FP8/INT8 weights with float32 activations (exactness checks) take the dequantizing GEMM path
+// Quantized weights with float32 activations (exactness checks) take the dequantizing GEMM path
 // at every m: their GEMV would need a second set of kernels for a mode that is not about speed.
-// So do FP8/INT8 on a CPU without AVX512_BF16 (or VBMI, for the GEMV's decode); 4-bit weights
-// there have an AVX2 GEMV. `packed`: packed_copy(job).
+// With bf16 activations their GEMV is the AVX-512 BF16/VBMI kernel, or the AVX2 one on a CPU
+// without it. `packed`: packed_copy(job).
 bool use_gemv(const MatmulJob& job, const bf16* packed) {
   const Weight& w = *job.w;
   if (w.row_major_dropped()) return packed != nullptr;
-  const bool quantized_gemv = cpu_has_avx512_vbmi_bf16() || (four_bit(w.type()) && cpu_has_avx2());
+  const bool quantized_gemv = cpu_has_avx512_vbmi_bf16() || cpu_has_avx2();
   const bool supported = w.type() == WeightType::F32 || w.type() == WeightType::BF16
                              ? cpu_has_avx512() || cpu_has_avx2()
                              : rounds_x(w) && quantized_gemv;

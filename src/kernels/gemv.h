@@ -48,6 +48,8 @@ void gemv_q4_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t 
 // The same on a CPU with AVX2 but not the AVX-512 BF16/VBMI kernel: x (bf16 activations) as
 // it is, rounded to bf16 inside. Used by gemv_batch.
 void gemv_q4_avx2_rows(const GemvJob& job, int64_t first, int64_t last);
+// And the FP8/INT8 form.
+void gemv_q8_avx2_rows(const GemvJob& job, int64_t first, int64_t last);
 
 // Weight rows [first, last) (whole panels but the weight's last) of a job with a packed copy,
 // x already rounded to bf16 (rows k_padded apart, zero past k). Needs cpu_has_avx512_bf16().

@@ -291,6 +291,8 @@ BENCHMARK(BM_MatmulDecode<WeightType::INT4>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecode<WeightType::MXFP4>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutBf16<WeightType::BF16>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::BF16>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::FP8>)->Apply(decode_shapes);
+BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::INT8>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::INT4>)->Apply(decode_shapes);
 BENCHMARK(BM_MatmulDecodeWithoutAvx512<WeightType::MXFP4>)->Apply(decode_shapes);
 // The bench model's expert gate_up (2·512 × 1024) and down (1024 × 512), 8 per token (6

@@ -284,16 +284,18 @@ TEST(Quantized, DeterministicRowsEqualTheirProductAlone) {
   }
 }
 
-// A CPU with AVX2 but no AVX-512 runs 4-bit decode steps on its own GEMV (cpu_gemv_q4_avx2.cpp):
-// against the reference at every GEMV shape (bf16 activations: exact products), and a row's
-// result the same bits alone and in a batch (deterministic kernels).
-TEST(Quantized, FourBitGemvOnAvx2MatchesReference) {
+// A CPU with AVX2 but no AVX-512 runs quantized decode steps on its own GEMVs
+// (cpu_gemv_q8_avx2.cpp, cpu_gemv_q4_avx2.cpp): against the reference at every GEMV shape (bf16
+// activations: exact products), and a row's result the same bits alone and in a batch
+// (deterministic kernels).
+TEST(Quantized, GemvOnAvx2MatchesReference) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU lacks AVX2";
   const HiddenAvx512 hidden;
   for (const QuantizedCase& c : kCases) {
-    if (!four_bit(c.type) || c.m > 32) continue;
-    SCOPED_TRACE(testing::Message() << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n
-                                    << " k=" << c.k << " group=" << c.group);
+    if (c.m > 32) continue;
+    SCOPED_TRACE(testing::Message()
+                 << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n << " k=" << c.k
+                 << " phase=" << c.col_phase << " group=" << c.group);
     const Weight w = random_quantized(c, WeightType::BF16, 7);
     const std::vector<float> x = random_x(c.m * c.k, 11, false);  // rounded by the kernel
     std::vector<float> actual(static_cast<size_t>(c.m * c.n), NAN), expected(actual.size());
@@ -304,8 +306,10 @@ TEST(Quantized, FourBitGemvOnAvx2MatchesReference) {
     EXPECT_LE(relative_error(actual, expected), kGemvTolerance);
   }
   const DeterministicKernels deterministic;
-  for (WeightType type : {WeightType::INT4, WeightType::MXFP4}) {
-    const QuantizedCase c{type, 64, 130, 320, 0, 0, type == WeightType::INT4 ? 64 : 32};
+  for (WeightType type : {WeightType::FP8, WeightType::INT8, WeightType::INT4, WeightType::MXFP4}) {
+    const QuantizedCase c =
+        four_bit(type) ? QuantizedCase{type, 64, 130, 320, 0, 0, type == WeightType::INT4 ? 64 : 32}
+                       : QuantizedCase{type, 64, 130, 300, 100, 64};
     expect_rows_equal_alone(random_quantized(c, WeightType::BF16, 8),
                             random_x(c.m * c.k, 12, true));
   }
