@@ -159,6 +159,30 @@ TEST_F(DeepseekV4Serving, DpAttentionServesConcurrentRequestsAsAlone) {
   EXPECT_GT(status["mixed_steps"].get<int64_t>(), 0) << status.dump();
 }
 
+// Quantized at load (int8: the FP8 blocks and FP4 experts re-quantized per row): the logits stay
+// near the checkpoint's formats', and DP attention with EP gives one rank's.
+TEST_F(DeepseekV4Serving, Int8AtLoadStaysNearTheCheckpointOnEveryLayout) {
+  std::vector<int> ids;
+  for (int j = 0; j < 40; ++j) ids.push_back(100 + j * 53 % 3900);
+  const json input = {{"prompts", {{{"ids", ids}}}}};
+  TempDir a, b, c;
+  const json stored = run_eval(model(), input, "--dtype float32", a, 2);
+  const json int8 = run_eval(model(), input, "--dtype float32 --quantization int8", b, 2);
+  const json int8_dp = run_eval(
+      model(), input,
+      "--dtype float32 --quantization int8 --tp 4 --dp 4 --enable-dp-attention --enable-ep-moe", c,
+      2);
+  ASSERT_FALSE(int8_dp.empty());
+  const auto logits = [](const json& out) {
+    return out["prompts"][0]["last_logits"].get<std::vector<float>>();
+  };
+  const std::vector<float> want = logits(stored), got = logits(int8);
+  const double distance = relative_l2(got, want.data(), want.size());
+  EXPECT_GT(distance, 1e-4);  // quantized at all
+  EXPECT_LT(distance, 0.05);  // random weights: 5e-3 measured
+  EXPECT_LT(relative_l2(logits(int8_dp), got.data(), got.size()), 1e-5);
+}
+
 // Each rank's FLOPs as the sharding says (rank reports): under --tp 2 (heads by output group,
 // experts and the vocabulary split) both ranks repeat the replicated projections and the router,
 // and their shares of the rest add up to one rank's work.

@@ -52,14 +52,8 @@ model::ModelSizing model_sizing(const ModelCard& card, const std::filesystem::pa
   if (card.family == Family::DeepseekV4) {
     const deepseek_v4::V4Config& c = *card.deepseek_v4;
     if (with_mtp) fail("plan: deepseek_v4 has no speculative decoding yet");
-    const model::WeightFormat resolved =
-        model::resolve_weight_format(format, c.fp8_block_quantized);
-    if (resolved.quantization != model::Quantization::Fp8 &&
-        resolved.quantization != model::Quantization::None) {
-      fail(
-          "plan: deepseek_v4 is planned in its checkpoint's formats (--quantization auto or none)");
-    }
-    return deepseek_v4::sizing(c, resolved, kv_dtype);
+    return deepseek_v4::sizing(c, model::resolve_weight_format(format, c.fp8_block_quantized),
+                               kv_dtype);
   }
   const model::ModelConfig& c = *card.deepseek;
   if (with_mtp && c.num_nextn_predict_layers == 0) {

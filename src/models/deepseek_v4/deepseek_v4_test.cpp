@@ -274,15 +274,26 @@ TEST_F(V4Forward, ABatchOfSequencesEqualsEachAlone) {
 
 // The footprint the planner computes from the config alone is what the loader holds, for the
 // released formats (FP8 blocks, FP4 experts) and for a bf16 checkpoint, in float32 and bf16.
+// In the checkpoint's formats and quantized at load (INT8, INT4 at groups of 64, MXFP4).
 TEST_F(V4Forward, FootprintFromTheConfigEqualsTheLoadedWeights) {
+  using kernels::WeightType;
+  using model::Quantization;
+  const std::vector<model::WeightFormat> formats = {
+      {WeightType::F32},
+      {WeightType::BF16},
+      {WeightType::BF16, Quantization::Int8},
+      {WeightType::BF16, Quantization::Int4, false, 64},
+      {WeightType::BF16, Quantization::Mxfp4}};
   for (const bool released : {true, false}) {
     const auto dir = make(released);
-    for (const kernels::WeightType dtype : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
-      const DeepseekV4Model model(dir, model::WeightFormat(dtype));
+    for (const model::WeightFormat& requested : formats) {
+      const DeepseekV4Model model(dir, requested);
       const model::WeightFormat format =
-          model::resolve_weight_format(dtype, model.config().fp8_block_quantized);
+          model::resolve_weight_format(requested, model.config().fp8_block_quantized);
       EXPECT_EQ(weight_value_bytes(model.config(), format), model.weight_value_bytes())
-          << (released ? "released" : "bf16") << " model in " << kernels::weight_type_name(dtype);
+          << (released ? "released" : "bf16") << " model in "
+          << kernels::weight_type_name(requested.dtype) << " "
+          << model::quantization_name(requested.quantization);
     }
   }
 }

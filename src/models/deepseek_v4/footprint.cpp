@@ -47,12 +47,15 @@ class Counter {
         bytes_ += rows * cols + block_rows * block_cols * 4 + rows * 4;
         return;
       }
-      case WeightType::INT8:
-      case WeightType::INT4:
-        break;
+      case WeightType::INT8:  // codes, a float scale per row, each row's index into them
+        bytes_ += rows * cols + rows * 4 + rows * 4;
+        return;
+      case WeightType::INT4: {  // codes, a float scale per group, each row's index into them
+        const int64_t groups = (cols + f_.group_size - 1) / f_.group_size;
+        bytes_ += rows * cols / 2 + rows * groups * 4 + rows * 4;
+        return;
+      }
     }
-    fail("internal: DeepSeek-V4's footprint does not model {} weights",
-         kernels::weight_type_name(held));
   }
   void f32(int64_t n) { bytes_ += n * 4; }
   int64_t bytes() const { return bytes_; }
