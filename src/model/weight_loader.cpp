@@ -249,7 +249,10 @@ kernels::WeightType stored_weight_type(const WeightFormat& format, WeightKind ki
   const bool stored_quantized =
       stored_fp4 || stored == StorageType::I32 || stored == StorageType::F8_E4M3;
   const kernels::WeightType type = held_type(format, kind, quantized_checkpoint, stored_quantized);
-  return stored_fp4 && type == kernels::WeightType::FP8 ? kernels::WeightType::MXFP4 : type;
+  // Already 4-bit: any quantization keeps it (INT4's float scales would grow it by 0.75 bits a
+  // weight, INT8 double it, and re-quantizing only loses accuracy).
+  const bool quantized = type != kernels::WeightType::F32 && type != kernels::WeightType::BF16;
+  return stored_fp4 && quantized ? kernels::WeightType::MXFP4 : type;
 }
 
 bool quantizable(WeightKind kind) {

@@ -63,8 +63,9 @@ kernels::WeightType held_type(const WeightFormat& format, WeightKind kind,
 bool quantizable(WeightKind kind);
 
 // The type a weight of `kind` stored as `stored` is held in: held_type's, except that a
-// checkpoint's FP4 weight stays FP4 (MXFP4) where the rest of the checkpoint is held as stored
-// (FP8): widening it to FP8 blocks would double its memory for no accuracy.
+// checkpoint's FP4 weight stays FP4 (MXFP4) under every quantization (the checkpoint's own FP8,
+// or int8/int4/mxfp4 at load): it is 4-bit already, and any other form would grow it for no
+// accuracy. Only --quantization none widens it to --dtype.
 kernels::WeightType stored_weight_type(const WeightFormat& format, WeightKind kind,
                                        bool quantized_checkpoint, StorageType stored);
 
