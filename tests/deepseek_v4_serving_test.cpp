@@ -159,8 +159,9 @@ TEST_F(DeepseekV4Serving, DpAttentionServesConcurrentRequestsAsAlone) {
   EXPECT_GT(status["mixed_steps"].get<int64_t>(), 0) << status.dump();
 }
 
-// Quantized at load (int8: the FP8 blocks and FP4 experts re-quantized per row): the logits stay
-// near the checkpoint's formats', and DP attention with EP gives one rank's.
+// Quantized at load (int8: the FP8 blocks re-quantized per row; the FP4 experts stay as they
+// are): the logits stay near the checkpoint's formats', and DP attention with EP gives one
+// rank's.
 TEST_F(DeepseekV4Serving, Int8AtLoadStaysNearTheCheckpointOnEveryLayout) {
   std::vector<int> ids;
   for (int j = 0; j < 40; ++j) ids.push_back(100 + j * 53 % 3900);
