@@ -45,8 +45,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required, bool runs_model) {
          "checkpoint, none otherwise. FP8/INT8 halve the bytes a decode step streams, "
          "INT4/MXFP4 quarter them (at a larger error: see bench/RESULTS.md). A dense "
          "checkpoint's embedding table is quantized alike (an FP8 checkpoint's BF16 "
-         "tensors stay as stored); activations and lm_head (unless --quantize-lm-head) stay in "
-         "--dtype, the router and the absorbed attention matrices in float32/--dtype")
+         "tensors stay as stored, and a checkpoint's FP4 weights, DeepSeek-V4's experts, stay "
+         "MXFP4 under all but none); activations and lm_head (unless --quantize-lm-head) stay "
+         "in --dtype, the router and the absorbed attention matrices in float32/--dtype")
       ->check(CLI::IsMember({"auto", "none", "fp8", "int8", "int4", "mxfp4"}))
       ->capture_default_str();
   cmd.add_option("--quantization-group-size", group_size,
