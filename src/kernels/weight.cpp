@@ -106,11 +106,6 @@ void BlockScales::set(size_t slot, float scale) {
   exponents[slot] = std::isnormal(scale) ? static_cast<uint8_t>(bits >> 23) : 0;
 }
 
-float BlockScales::scale(int64_t row, int64_t j) const {
-  if (!by_exponent) return row_scales(row)[j];
-  return std::bit_cast<float>(uint32_t{row_exponents(row)[j]} << 23);
-}
-
 const float* BlockScales::row_values(int64_t row, std::vector<float>& scratch) const {
   if (!by_exponent) return row_scales(row);
   scratch.resize(static_cast<size_t>(col_blocks));
