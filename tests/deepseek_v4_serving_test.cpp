@@ -208,6 +208,21 @@ TEST_F(DeepseekV4Serving, EachRankDoesItsShareOfTheWork) {
   }
 }
 
+// Retraction under DP attention: each group's pool of 300 tokens holds less than its ~12
+// requests need, so groups retract and restart requests, each group on its own store.
+TEST_F(DeepseekV4Serving, DpAttentionRetractionKeepsOutputs) {
+  std::vector<GenerateJob> jobs = mixed_jobs(24);
+  for (GenerateJob& job : jobs) {
+    job.prompt.resize(std::min<size_t>(job.prompt.size(), 60));
+    job.max_new = 40;
+  }
+  const json status = expect_batched_equals_alone(
+      "--model " + model().string() +
+          " --tp 2 --dp 2 --enable-dp-attention --enable-ep-moe --max-total-tokens 300",
+      jobs);
+  EXPECT_GT(status["retractions_total"].get<int64_t>(), 0) << status.dump();
+}
+
 // A layout that would leave a rank without a share is refused before loading, naming the fix:
 // 4 attention ranks for the model's 2 output groups of heads.
 TEST_F(DeepseekV4Serving, AttentionSplitsBeyondTheOutputGroupsAreRefused) {
