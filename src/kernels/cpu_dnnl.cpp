@@ -393,6 +393,32 @@ void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::
   });
 }
 
+// A quantized weight's product at the rows where the packed GEMV outruns oneDNN (panel_gemv):
+// each thread dequantizes a 64-row block into the packed bf16 layout (the layout of a bf16
+// weight's packed copy) and multiplies it by every x row at once, so the block is still in L2
+// for its product and one pass over the threads does both.
+void packed_blocks_by_gemv(const float* x, int64_t m, const Weight& w, float* y) {
+  const int64_t k = w.cols(), k_padded = gemv_x_values(1, k);
+  const int64_t cols = block_cols(memory::data_type::bf16), k_blocks = (k + cols - 1) / cols;
+  bf16* xb = rounded_x_scratch(m * k_padded);
+  round_rows_to_bf16(x, m, k, k_padded, xb);
+  const int64_t blocks = (w.rows() + kPackedRows - 1) / kPackedRows;
+  for_ranges(blocks, w.rows() * k >= (1 << 16), [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> block_buf;  // each thread its own
+    float* block = take(block_buf, k_blocks * kPackedRows * kPackedWords);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t n0 = b * kPackedRows;
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        // Fetch the next column block's codes, or the next row block's first.
+        const Ahead ahead = kb + 1 < k_blocks ? Ahead{0, cols} : Ahead{kPackedRows, -kb * cols};
+        pack_bf16_block(w, n0, w.rows(), kb * cols, ahead, block + kb * kPackedRows * kPackedWords);
+      }
+      gemv_packed_panel(reinterpret_cast<const bf16*>(block), k_padded, xb, m, y + n0, w.rows(),
+                        std::min(kPackedRows, w.rows() - n0));
+    }
+  });
+}
+
 // The GEMM on weights not held in the matmul's type, one panel of rows at a time: quantized weights
 // dequantized (oneDNN 2.7 has no FP8 or weight-only int8 matmul) and BF16 on the F32Widened
 // path widened (oneDNN 2.6 has no f32 x bf16), each panel written straight into oneDNN's packed
@@ -400,7 +426,7 @@ void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::
 // panel into that layout again per call; its own reorder from bf16 to packed f32 ran at ~10
 // GB/s). oneDNN 2.7 runs packed weights into a strided destination on its reference kernel, so
 // a panel of a weight with several writes its columns of y through a scratch block.
-void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y, bool panel_gemv) {
+void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
   const memory::data_type type = data_type(w, m);
   const int64_t k = w.cols(), value_bytes = static_cast<int64_t>(memory::data_type_size(type));
   const int64_t panel_rows = std::clamp<int64_t>(
@@ -417,28 +443,13 @@ void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y, bo
     } else {
       fill_row_major_panel(w, first, rows, type, values);
     }
-    const bool by_gemv = panel_gemv && packs && type == memory::data_type::bf16;
     const bool through_block = packs && rows < w.rows();
     float* out = through_block ? take(y_block, m * rows) : y + first;
-    if (by_gemv) {
-      // The panel is the layout of a bf16 weight's packed copy: its rows' product as one.
-      const GemvJob job{x,
-                        m,
-                        nullptr,
-                        WeightType::BF16,
-                        rows,
-                        k,
-                        out,
-                        nullptr,
-                        reinterpret_cast<const bf16*>(values)};
-      gemv_batch({&job, 1});
-    } else {
-      const Shape shape{m, rows, k, type, through_block ? rows : w.rows()};
-      const memory::desc weights_desc = packs ? memory::desc({k, rows}, type, packed_tag(type))
-                                              : row_major_weight_desc(rows, k, type);
-      const memory weights(weights_desc, cpu_engine(), values);
-      execute(shape, cached_primitive(shape, packs, weights_desc), source, weights, out);
-    }
+    const Shape shape{m, rows, k, type, through_block ? rows : w.rows()};
+    const memory::desc weights_desc = packs ? memory::desc({k, rows}, type, packed_tag(type))
+                                            : row_major_weight_desc(rows, k, type);
+    const memory weights(weights_desc, cpu_engine(), values);
+    execute(shape, cached_primitive(shape, packs, weights_desc), source, weights, out);
     if (!through_block) continue;
     for_ranges(m, m * rows >= (1 << 16), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
@@ -492,8 +503,12 @@ const bf16* dnnl_packed_bf16(const Weight& w) {
 
 void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y, bool panel_gemv) {
   const memory::data_type type = data_type(w, m);
+  if (panel_gemv && w.quantized() && type == memory::data_type::bf16) {
+    packed_blocks_by_gemv(x, m, w, y);
+    return;
+  }
   if (w.quantized() || (w.type() == WeightType::BF16 && type == memory::data_type::f32)) {
-    dnnl_matmul_panels(x, m, w, y, panel_gemv && w.quantized());
+    dnnl_matmul_panels(x, m, w, y);
     return;
   }
   const Shape shape{m, w.rows(), w.cols(), type, w.rows()};

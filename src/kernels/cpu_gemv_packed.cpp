@@ -83,6 +83,11 @@ int64_t packed_panel_rows() {
   return kPanelRows;
 }
 
+void gemv_packed_panel(const bf16* panel, int64_t k_padded, const bf16* xb, int64_t m, float* y,
+                       int64_t ldy, int64_t rows) {
+  panel_product(panel, k_padded / 2, xb, m, k_padded, y, ldy, rows);
+}
+
 void gemv_packed_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                       int64_t last) {
   const int64_t pairs = k_padded / 2;

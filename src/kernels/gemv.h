@@ -58,6 +58,10 @@ void gemv_packed_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int6
                       int64_t last);
 // Weight rows per panel of the packed layout.
 int64_t packed_panel_rows();
+// One panel of that layout (up to 64 weight rows, K padded to k_padded) against m rows of x
+// (bf16, k_padded apart): y[i * ldy + r] for r < rows. Needs cpu_has_avx512_bf16().
+void gemv_packed_panel(const bf16* panel, int64_t k_padded, const bf16* xb, int64_t m, float* y,
+                       int64_t ldy, int64_t rows);
 
 // Rows [first, last) of an FP8/INT8 weight as values (code value × scale; rounded once to
 // bf16 in the bf16 form), w.cols() apart in out. The bf16 form needs cpu_has_avx512_bf16().
