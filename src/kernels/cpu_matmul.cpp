@@ -56,6 +56,17 @@ bool packed_gemv_rows(int64_t m) {
          (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
 }
 
+// Whether a quantized weight's product at m rows runs its bf16 blocks through the packed GEMV
+// as they are dequantized (packed_blocks_by_gemv): wherever the bf16 dot product is the GEMM
+// path and oneDNN has no AMX tiles. Unlike a bf16 weight's packed copy, whose oneDNN GEMM runs on
+// weights packed once at load, a quantized weight's panel is packed per call either way, and the
+// GEMV on it keeps up with oneDNN on the bench model's 512-row GEMMs (363-428 against 385-445
+// GFLOP/s in bf16, bench/RESULTS.md) while it packs each block once and uses it from L2.
+bool quantized_block_gemv(int64_t m) {
+  return cpu_has_avx512_bf16() && !deterministic_kernels() &&
+         (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
+}
+
 // The packed copy a job runs on in the GEMV pass, or null: bf16 weights with a copy in the
 // layout gemv_packed_rows reads, at the rows where that kernel is the faster.
 const bf16* packed_copy(const MatmulJob& job) {
@@ -112,7 +123,8 @@ void matmul_other(const MatmulJob& job) {
   } else if (use_dnnl()) {
     // A quantized weight's bf16 panels go through the packed GEMV where a bf16 weight's packed
     // copy would.
-    dnnl_matmul(job.x, job.m, w, job.y, w.quantized() && rounds_x(w) && packed_gemv_rows(job.m));
+    dnnl_matmul(job.x, job.m, w, job.y,
+                w.quantized() && rounds_x(w) && quantized_block_gemv(job.m));
   } else if (reference_kernels_forced() || !rounds_x(w)) {
     ref::matmul(job.x, job.m, w, job.y);
   } else {

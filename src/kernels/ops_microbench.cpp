@@ -275,6 +275,13 @@ void cut_over_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"N", "K", "m"})->UseRealTime();
 }
 
+// A 512-token prompt's experts on the bench model (gate|up 2·512 × 1024, down 1024 × 512): ~96
+// rows each, the packed GEMV's range (a quantized weight dequantized per 64-row block into it).
+void expert_prefill_shapes(benchmark::internal::Benchmark* b) {
+  for (auto [n, k] : {std::pair{1024, 1024}, {1024, 512}}) b->Args({n, k, 96});
+  b->ArgNames({"N", "K", "m"})->UseRealTime();
+}
+
 // m = 32: a decode batch of 32 beyond the GEMV's range; m = 512: a prefill chunk.
 void prefill_shapes(benchmark::internal::Benchmark* b) {
   for (auto [n, k] : {std::pair{2048, 7168}, {7168, 2048}, {2 * 2816, 1024}, {1024, 2816}}) {
@@ -321,6 +328,9 @@ BENCHMARK(BM_MatmulPrefillWidened<WeightType::INT4>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT4>)->Apply(prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(expert_prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(expert_prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::INT4>)->Apply(expert_prefill_shapes);
 
 // ---- attention --------------------------------------------------------------------------
 

@@ -211,7 +211,9 @@ const QuantizedCase kCases[] = {
     {WeightType::INT4, 40, 4100, 1030, 0, 0, 32},
     {WeightType::MXFP4, 1, 40, 2048, 0, 0, 32},
     {WeightType::MXFP4, 4, 19, 224, 0, 0, 32},
-    {WeightType::MXFP4, 64, 70, 96, 0, 0, 32}};
+    {WeightType::MXFP4, 64, 70, 96, 0, 0, 32},
+    // Past the packed GEMV's 128 rows of a bf16 weight: dequantized blocks still go through it.
+    {WeightType::INT4, 200, 70, 256, 0, 0, 32}};
 
 // bf16 activations: the GEMV forms exact products (the decoded code times bf16 x), the GEMM
 // multiplies bf16(code × scale), a rounding of 2^-9 relative per weight.
