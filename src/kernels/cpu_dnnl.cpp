@@ -393,32 +393,6 @@ void fill_row_major_panel(const Weight& w, int64_t first, int64_t rows, memory::
   });
 }
 
-// A quantized weight's product at the rows where the packed GEMV outruns oneDNN (panel_gemv):
-// each thread dequantizes a 64-row block into the packed bf16 layout (the layout of a bf16
-// weight's packed copy) and multiplies it by every x row at once, so the block is still in L2
-// for its product and one pass over the threads does both.
-void packed_blocks_by_gemv(const float* x, int64_t m, const Weight& w, float* y) {
-  const int64_t k = w.cols(), k_padded = gemv_x_values(1, k);
-  const int64_t cols = block_cols(memory::data_type::bf16), k_blocks = (k + cols - 1) / cols;
-  bf16* xb = rounded_x_scratch(m * k_padded);
-  round_rows_to_bf16(x, m, k, k_padded, xb);
-  const int64_t blocks = (w.rows() + kPackedRows - 1) / kPackedRows;
-  for_ranges(blocks, w.rows() * k >= (1 << 16), [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> block_buf;  // each thread its own
-    float* block = take(block_buf, k_blocks * kPackedRows * kPackedWords);
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t n0 = b * kPackedRows;
-      for (int64_t kb = 0; kb < k_blocks; ++kb) {
-        // Fetch the next column block's codes, or the next row block's first.
-        const Ahead ahead = kb + 1 < k_blocks ? Ahead{0, cols} : Ahead{kPackedRows, -kb * cols};
-        pack_bf16_block(w, n0, w.rows(), kb * cols, ahead, block + kb * kPackedRows * kPackedWords);
-      }
-      gemv_packed_panel(reinterpret_cast<const bf16*>(block), k_padded, xb, m, y + n0, w.rows(),
-                        std::min(kPackedRows, w.rows() - n0));
-    }
-  });
-}
-
 // The GEMM on weights not held in the matmul's type, one panel of rows at a time: quantized weights
 // dequantized (oneDNN 2.7 has no FP8 or weight-only int8 matmul) and BF16 on the F32Widened
 // path widened (oneDNN 2.6 has no f32 x bf16), each panel written straight into oneDNN's packed
@@ -459,6 +433,25 @@ void dnnl_matmul_panels(const float* x, int64_t m, const Weight& w, float* y) {
 }
 
 }  // namespace
+
+// Each 64-row block packed into the bf16 layout and multiplied while it is in L2: one pass
+// over the weight for every x row.
+void gemv_dequantized_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
+                           int64_t last) {
+  const Weight& w = *job.dequantized;
+  const int64_t cols = block_cols(memory::data_type::bf16), k_blocks = k_padded / cols;
+  thread_local std::vector<float> block_buf;  // each thread its own
+  float* block = take(block_buf, k_blocks * kPackedRows * kPackedWords);
+  for (int64_t n0 = first; n0 < last; n0 += kPackedRows) {
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      // Fetch the next column block's codes, or the next row block's first.
+      const Ahead ahead = kb + 1 < k_blocks ? Ahead{0, cols} : Ahead{kPackedRows, -kb * cols};
+      pack_bf16_block(w, n0, w.rows(), kb * cols, ahead, block + kb * kPackedRows * kPackedWords);
+    }
+    gemv_packed_panel(reinterpret_cast<const bf16*>(block), k_padded, xb, job.m, job.y + n0, job.n,
+                      std::min(kPackedRows, last - n0));
+  }
+}
 
 std::shared_ptr<void> dnnl_pack(const Weight& w) {
   const memory::data_type type = packed_type(w.type());
@@ -501,12 +494,8 @@ const bf16* dnnl_packed_bf16(const Weight& w) {
   return packed && packed->bf16_blocked ? static_cast<const bf16*>(packed->storage.get()) : nullptr;
 }
 
-void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y, bool panel_gemv) {
+void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y) {
   const memory::data_type type = data_type(w, m);
-  if (panel_gemv && w.quantized() && type == memory::data_type::bf16) {
-    packed_blocks_by_gemv(x, m, w, y);
-    return;
-  }
   if (w.quantized() || (w.type() == WeightType::BF16 && type == memory::data_type::f32)) {
     dnnl_matmul_panels(x, m, w, y);
     return;

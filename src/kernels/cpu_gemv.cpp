@@ -214,6 +214,10 @@ void run_rows_f32(const GemvJob& job, int64_t first, int64_t last) {
 // Weight rows [first, last) of one job, x already rounded to bf16 in xb where rounds_x(job).
 void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                     int64_t last) {
+  if (job.dequantized != nullptr) {
+    gemv_dequantized_rows(job, xb, k_padded, first, last);
+    return;
+  }
   if (!rounds_x(job) && four_bit(job.type)) {
     gemv_q4_avx2_rows(job, first, last);
     return;
@@ -262,6 +266,8 @@ void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_
 // without blocking, every weight tile would re-read all of x from L3. Each output is still one
 // tile's full-K sum: the blocking changes no result.
 void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first, int64_t last) {
+  // A dequantized job's blocks are made once for every x row: no blocking of x.
+  if (job.dequantized != nullptr) return run_rows_all_x(job, xb, k_padded, first, last);
   const int64_t x_row_bytes = rounds_x(job) ? k_padded * 2 : job.k * 4;
   const int64_t block = std::max<int64_t>(kTileM, kXBlockBytes / x_row_bytes / kTileM * kTileM);
   for (int64_t i = 0; i < job.m; i += block) {
@@ -306,7 +312,8 @@ int64_t row_work(const GemvJob& job) {
 int64_t row_at(const GemvJob& job, int64_t start, int64_t pos) {
   if (pos <= start) return 0;
   const int64_t row = (pos - start + row_work(job) - 1) / row_work(job);
-  const int64_t tile = job.packed != nullptr ? packed_panel_rows() : kTileRows;
+  const int64_t tile =
+      job.packed != nullptr || job.dequantized != nullptr ? packed_panel_rows() : kTileRows;
   return std::min(job.n, (row + tile - 1) / tile * tile);
 }
 

@@ -67,6 +67,14 @@ bool quantized_block_gemv(int64_t m) {
          (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
 }
 
+// Whether a quantized weight's product runs in the GEMV pass on its blocks dequantized into the
+// packed layout (more rows of x than its own GEMV tiles serve).
+bool dequantized_blocks(const MatmulJob& job) {
+  const Weight& w = *job.w;
+  return w.quantized() && rounds_x(w) && job.m > kMaxGemvRowsUnpacked && w.cols() > 0 &&
+         quantized_block_gemv(job.m);
+}
+
 // The packed copy a job runs on in the GEMV pass, or null: bf16 weights with a copy in the
 // layout gemv_packed_rows reads, at the rows where that kernel is the faster.
 const bf16* packed_copy(const MatmulJob& job) {
@@ -90,7 +98,8 @@ bool use_gemv(const MatmulJob& job, const bf16* packed) {
                                ? kMaxGemvRowsUnpacked
                                : kMaxGemvRows;
   return supported && w.cols() > 0 &&
-         (job.m <= max_rows || deterministic_kernels() || packed != nullptr);
+         (job.m <= max_rows || deterministic_kernels() || packed != nullptr ||
+          dequantized_blocks(job));
 }
 
 // oneDNN runs every weight type on every x86-64 CPU: bf16 x bf16 where gemm_path() is Bf16Dot
@@ -107,7 +116,8 @@ GemvJob gemv_job(const MatmulJob& job, const bf16* packed) {
   const void* data = w.type() == WeightType::F32    ? static_cast<const void*>(w.f32())
                      : w.type() == WeightType::BF16 ? static_cast<const void*>(w.b16())
                                                     : static_cast<const void*>(w.codes());
-  return {job.x, job.m, data, w.type(), w.rows(), w.cols(), job.y, &w.scales(), packed};
+  return {job.x,    job.m, data,        w.type(), w.rows(),
+          w.cols(), job.y, &w.scales(), packed,   dequantized_blocks(job) ? &w : nullptr};
 }
 
 // A job that does not go to the GEMV kernels.
@@ -121,10 +131,7 @@ void matmul_other(const MatmulJob& job) {
   if (w.cols() == 0) {
     std::fill(job.y, job.y + job.m * w.rows(), 0.0f);
   } else if (use_dnnl()) {
-    // A quantized weight's bf16 panels go through the packed GEMV where a bf16 weight's packed
-    // copy would.
-    dnnl_matmul(job.x, job.m, w, job.y,
-                w.quantized() && rounds_x(w) && quantized_block_gemv(job.m));
+    dnnl_matmul(job.x, job.m, w, job.y);
   } else if (reference_kernels_forced() || !rounds_x(w)) {
     ref::matmul(job.x, job.m, w, job.y);
   } else {

@@ -31,9 +31,6 @@ const bf16* dnnl_packed_bf16(const Weight& w);
 
 // y[m, w.rows()] = x[m, w.cols()] · Wᵀ. Uses w.packed when set and the path multiplies in the
 // weight's type, else the row-major weight. On the Bf16Dot path x is rounded to bf16 first.
-// panel_gemv: a quantized weight's bf16 blocks (dequantized into the packed layout per call)
-// are multiplied by the packed GEMV instead of oneDNN (the caller knows that kernel is the
-// faster at this m).
-void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y, bool panel_gemv = false);
+void dnnl_matmul(const float* x, int64_t m, const Weight& w, float* y);
 
 }  // namespace mlaserve::kernels

@@ -23,6 +23,10 @@ struct GemvJob {
   // A BF16 weight's packed copy (dnnl_packed_bf16): when set, the job runs on it, by panels of
   // packed_panel_rows() weight rows (gemv_packed_rows), instead of on w.
   const bf16* packed = nullptr;
+  // A quantized weight whose rows go through the packed GEMV in blocks of packed_panel_rows(),
+  // each dequantized into the packed bf16 layout as its product runs (gemv_dequantized_rows):
+  // more rows of x than the quantized GEMV's tiles serve.
+  const Weight* dequantized = nullptr;
 };
 
 // Runs every job in one parallel pass: the threads split the concatenated weight rows of all
@@ -58,6 +62,12 @@ void gemv_packed_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int6
                       int64_t last);
 // Weight rows per panel of the packed layout.
 int64_t packed_panel_rows();
+// Weight rows [first, last) (whole panels but the weight's last) of a job on job.dequantized,
+// x already rounded to bf16: each 64-row block dequantized into the packed layout in the
+// calling thread's scratch, then multiplied there (implemented beside the GEMM's packing, in
+// cpu_dnnl.cpp). Needs cpu_has_avx512_bf16().
+void gemv_dequantized_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
+                           int64_t last);
 // One panel of that layout (up to 64 weight rows, K padded to k_padded) against m rows of x
 // (bf16, k_padded apart): y[i * ldy + r] for r < rows. Needs cpu_has_avx512_bf16().
 void gemv_packed_panel(const bf16* panel, int64_t k_padded, const bf16* xb, int64_t m, float* y,
