@@ -57,7 +57,7 @@ bool packed_gemv_rows(int64_t m) {
 }
 
 // Whether a quantized weight's product at m rows runs its bf16 blocks through the packed GEMV
-// as they are dequantized (packed_blocks_by_gemv): wherever the bf16 dot product is the GEMM
+// as they are dequantized (gemv_dequantized_rows): wherever the bf16 dot product is the GEMM
 // path and oneDNN has no AMX tiles. Unlike a bf16 weight's packed copy, whose oneDNN GEMM runs on
 // weights packed once at load, a quantized weight's panel is packed per call either way, and the
 // GEMV on it keeps up with oneDNN on the bench model's 512-row GEMMs (363-428 against 385-445
