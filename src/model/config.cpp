@@ -191,10 +191,6 @@ void read_compressed_tensors(const ConfigReader& c, const json& q, ModelConfig& 
   cfg.int4_ignore = std::move(compiled);
 }
 
-}  // namespace
-
-namespace {
-
 // An `eos_token_id` list appended to ids; whether there was one (a single id is the caller's).
 bool read_eos_ids(const json& j, const std::string& origin, std::vector<int64_t>& ids) {
   if (!j.contains("eos_token_id") || !j["eos_token_id"].is_array()) return false;
