@@ -192,9 +192,8 @@ MLASERVE_AVX512_BF16 void round_row_to_bf16(const float* x, int64_t cols, int64_
 // Whether a job multiplies x rounded to bf16 (vdpbf16ps), not x as it is (F32 weights, BF16
 // ones widened on a CPU without AVX512_BF16, quantized ones on the AVX2 kernels).
 bool rounds_x(const GemvJob& job) {
-  if (job.type != WeightType::F32 && job.type != WeightType::BF16)
-    return cpu_has_avx512_vbmi_bf16();
-  return job.type != WeightType::F32 && (job.type != WeightType::BF16 || cpu_has_avx512_bf16());
+  if (quantized_type(job.type)) return cpu_has_avx512_vbmi_bf16();
+  return job.type == WeightType::BF16 && cpu_has_avx512_bf16();
 }
 
 // Weight rows [first, last) of a job with float32 x.
@@ -218,12 +217,8 @@ void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_
     gemv_dequantized_rows(job, xb, k_padded, first, last);
     return;
   }
-  if (!rounds_x(job) && four_bit(job.type)) {
-    gemv_q4_avx2_rows(job, first, last);
-    return;
-  }
-  if (!rounds_x(job) && (job.type == WeightType::FP8 || job.type == WeightType::INT8)) {
-    gemv_q8_avx2_rows(job, first, last);
+  if (quantized_type(job.type) && !rounds_x(job)) {  // on a CPU without their AVX-512 GEMV
+    four_bit(job.type) ? gemv_q4_avx2_rows(job, first, last) : gemv_q8_avx2_rows(job, first, last);
     return;
   }
   if (!cpu_has_avx512()) {  // only float32/bf16 jobs come here then (use_gemv)

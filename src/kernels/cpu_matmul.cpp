@@ -46,25 +46,23 @@ bool rounds_x(const Weight& w) {
   return w.activations() == WeightType::BF16;
 }
 
-// Whether m rows of x multiply a bf16 packed layout faster by gemv_packed_rows than by oneDNN:
-// where the bf16 dot product is the chosen GEMM path for m (up to kMaxGemvRows the row-major GEMV
-// would use it anyway). Past those rows not where oneDNN has AMX tiles, whose bf16 GEMM outruns
-// any vdpbf16ps kernel once it is compute-bound. Never in the deterministic mode, whose GEMV
-// keeps one summation order per row for every m.
-bool packed_gemv_rows(int64_t m) {
-  return cpu_has_avx512_bf16() && !deterministic_kernels() && m <= kMaxPackedRows &&
-         (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
-}
-
-// Whether a quantized weight's product at m rows runs its bf16 blocks through the packed GEMV
-// as they are dequantized (gemv_dequantized_rows): wherever the bf16 dot product is the GEMM
-// path and oneDNN has no AMX tiles. Unlike a bf16 weight's packed copy, whose oneDNN GEMM runs on
-// weights packed once at load, a quantized weight's panel is packed per call either way, and the
-// GEMV on it keeps up with oneDNN on the bench model's 512-row GEMMs (363-428 against 385-445
-// GFLOP/s in bf16, bench/RESULTS.md) while it packs each block once and uses it from L2.
+// Whether m rows of x may multiply a packed bf16 layout by the packed GEMV rather than by
+// oneDNN: where the bf16 dot product is the chosen GEMM path for m (up to kMaxGemvRows the
+// row-major GEMV would use it anyway), not where oneDNN has AMX tiles, whose bf16 GEMM outruns any
+// vdpbf16ps kernel once it is compute-bound, and never in the deterministic mode, whose GEMV keeps
+// one summation order per row for every m. A quantized weight's blocks, dequantized into that
+// layout per call either way (gemv_dequantized_rows), go there at any such m: packed once and
+// used from L2, they keep up with oneDNN on the bench model's 512-row GEMMs (363-428 against
+// 385-445 GFLOP/s in bf16, bench/RESULTS.md).
 bool quantized_block_gemv(int64_t m) {
   return cpu_has_avx512_bf16() && !deterministic_kernels() &&
          (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
+}
+
+// A bf16 weight's packed copy is oneDNN's own layout, packed once at load: the GEMV beats
+// oneDNN on it only up to kMaxPackedRows.
+bool packed_gemv_rows(int64_t m) {
+  return m <= kMaxPackedRows && quantized_block_gemv(m);
 }
 
 // Whether a quantized weight's product runs in the GEMV pass on its blocks dequantized into the
