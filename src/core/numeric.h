@@ -1,6 +1,7 @@
 // Scalar number formats used by checkpoints: bfloat16 and float8 e4m3fn.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,9 +35,11 @@ float fp8_e4m3_to_f32(uint8_t v);
 uint8_t f32_to_fp8_e4m3(float f);
 
 // E8M0 (OCP MX scales, DeepSeek-V4's `scale_fmt: ue8m0`): a byte e stands for 2^(e - 127); 255
-// is NaN. f32_to_e8m0 takes a power of two in [2^-127, 2^127].
+// is NaN. f32_to_e8m0 takes a power of two in [2^-127, 2^127]. e goes straight into a float's
+// exponent field (the loader reads an FP8 tensor's block scale per value it dequantizes); e = 0,
+// 2^-127, is the subnormal with the top mantissa bit.
 inline float e8m0_to_f32(uint8_t e) {
-  return std::ldexp(1.0f, static_cast<int>(e) - 127);
+  return std::bit_cast<float>(e == 0 ? 0x00400000u : uint32_t{e} << 23);
 }
 inline uint8_t f32_to_e8m0(float power_of_two) {
   return static_cast<uint8_t>(std::ilogb(power_of_two) + 127);

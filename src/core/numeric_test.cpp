@@ -70,5 +70,15 @@ TEST(Numeric, Fp8EncodeRoundsToNearestEvenLikeExhaustiveSearch) {
   EXPECT_EQ(f32_to_fp8_e4m3(NAN) & 0x7f, 0x7f);
 }
 
+// Every E8M0 byte decodes to 2^(e - 127) (the subnormal 2^-127 and the largest, 2^127,
+// included), and every power of two encodes back to its byte.
+TEST(Numeric, E8m0BytesArePowersOfTwo) {
+  for (int e = 0; e < 255; ++e) {
+    const float v = e8m0_to_f32(static_cast<uint8_t>(e));
+    EXPECT_EQ(v, std::ldexp(1.0f, e - 127)) << e;
+    EXPECT_EQ(f32_to_e8m0(v), e) << e;
+  }
+}
+
 }  // namespace
 }  // namespace mlaserve

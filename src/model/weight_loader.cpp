@@ -514,12 +514,19 @@ void WeightLoader::copy_stored_4bit(const TensorInfo& t, const TensorInfo& scale
   const size_t first_scale = add_group_scales(t, b, group, dst);
   kernels::BlockScales& s = dst.scales();
   const int64_t stored_row_bytes = values_per_row(t) / 2;
+  // E8M0 bytes into an MXFP4 weight are its scales as they are (NaN refused at check_e8m0).
+  const bool same_bytes = s.by_exponent && scale.type == StorageType::F8_E8M0;
   on_row_ranges(b, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
       const int64_t out_row = dst_row + r, row = b.row_begin + r;
       const size_t slot = first_scale + static_cast<size_t>(r * s.col_blocks);
       s.row_block[static_cast<size_t>(out_row)] = static_cast<int32_t>(slot / s.col_blocks);
-      for (int64_t j = 0; j < s.col_blocks; ++j) {
+      if (same_bytes) {
+        std::memcpy(s.exponents.data() + slot,
+                    scale.data + row * scale.shape[1] + b.col_begin / group,
+                    static_cast<size_t>(s.col_blocks));
+      }
+      for (int64_t j = 0; j < s.col_blocks && !same_bytes; ++j) {
         const float v = scale_at(scale, row, b.col_begin / group + j);
         int exponent = 0;
         if (s.by_exponent && v != 0.0f && std::frexp(v, &exponent) != 0.5f) {
