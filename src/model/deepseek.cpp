@@ -158,7 +158,7 @@ std::vector<float> DeepseekModel::forward(const StepInput& in, cache::LatentKvPo
                                           StepComm& comm, std::vector<float>* final_hidden) {
   const int64_t T = static_cast<int64_t>(in.tokens.size()), H = cfg_.hidden_size;
   float* x = take(buf_.x, T * H);  // the residual stream of this group's tokens
-  embed(embedding_, in.tokens, x, comm);
+  embed_vocab_parallel(embedding_, embedding_rows_, cfg_.vocab_size, in.tokens, x, comm);
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
     decoder_layer(layers_[static_cast<size_t>(l)], l, in, x, kv, comm);
   if (final_hidden) {
@@ -281,7 +281,8 @@ std::vector<float> DeepseekModel::mtp_forward(const StepInput& in, const float* 
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   float* cat = take(buf_.mtp_in, T * 2 * H);  // [T, 2H]: embedding half first
   float* x = take(buf_.x, T * H);
-  embed(mtp_->embedding ? *mtp_->embedding : embedding_, in.tokens, x, comm);
+  embed_vocab_parallel(mtp_->embedding ? *mtp_->embedding : embedding_, embedding_rows_,
+                       cfg_.vocab_size, in.tokens, x, comm);
   for (int64_t t = 0; t < T; ++t) {
     kernels::rms_norm(x + t * H, mtp_->enorm.data(), 1, H, eps, cat + t * 2 * H);
     kernels::rms_norm(final_hidden + t * H, mtp_->hnorm.data(), 1, H, eps, cat + t * 2 * H + H);
@@ -320,25 +321,6 @@ void DeepseekModel::decoder_layer(const LayerWeights& w, int64_t kv_layer, const
     }
   }
   comm.mlp_to_attention(ffn_out, x, T, H);
-}
-
-// Vocab-parallel lookup: each rank of the attention group fills the rows of tokens in its
-// vocab range, the group sum completes every row.
-void DeepseekModel::embed(const kernels::Weight& table, const std::vector<int32_t>& tokens,
-                          float* x, StepComm& comm) const {
-  const int64_t H = cfg_.hidden_size;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const int64_t id = tokens[t];
-    if (id < 0 || id >= cfg_.vocab_size)
-      fail("token id {} is outside the vocabulary [0, {})", id, cfg_.vocab_size);
-    float* row = x + static_cast<int64_t>(t) * H;
-    if (id < embedding_rows_.begin || id >= embedding_rows_.end) {
-      std::fill(row, row + H, 0.0f);
-      continue;
-    }
-    for (int64_t c = 0; c < H; ++c) row[c] = table.at(id - embedding_rows_.begin, c);
-  }
-  comm.sum_over_attn_tp(x, static_cast<int64_t>(tokens.size()) * H);
 }
 
 // Multi-head Latent Attention over this rank's heads; out [T, H] holds this rank's o_proj

@@ -202,8 +202,6 @@ class DeepseekModel : public Model {
 
  private:
   void load(const std::filesystem::path& dir, bool with_mtp);
-  void embed(const kernels::Weight& table, const std::vector<int32_t>& tokens, float* x,
-             StepComm& comm) const;
   void decoder_layer(const LayerWeights& w, int64_t kv_layer, const StepInput& in, float* x,
                      cache::LatentKvPool& kv, StepComm& comm);
   void attention(const AttentionWeights& w, int64_t kv_layer, const StepInput& in, const float* x,

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/scratch.h"
+#include "kernels/ops.h"
 #include "model/sharding.h"
 
 namespace mlaserve::model {
@@ -67,6 +69,12 @@ void replicated_linear(StepComm& comm, const float* x, int64_t T, int64_t width,
   linear(x + rows.begin * width, rows.size(), part);
   comm.gather_token_rows(part, T, out, y);
 }
+
+// Vocab-parallel embedding lookup x [tokens, H]: each rank of the attention group fills the rows
+// of the tokens in its block `rows` of the vocabulary (table holds those rows), zeros for the
+// others, and the group sum completes every row. A token outside the vocabulary is an error.
+void embed_vocab_parallel(const kernels::Weight& table, Range rows, int64_t vocab,
+                          std::span<const int32_t> tokens, float* x, StepComm& comm);
 
 class SingleRankComm final : public StepComm {
  public:

@@ -85,19 +85,9 @@ std::vector<float> DeepseekV4Model::forward(const model::StepInput& in, model::K
 
 void DeepseekV4Model::embed_streams(const std::vector<int32_t>& tokens, model::StepComm& comm,
                                     float* X) const {
-  const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult;
-  const auto n = static_cast<int64_t>(tokens.size());
-  const model::Range vocab = shards_.vocab;
-  // This rank's lookups [n, H] (zero for another rank's token), summed over the group.
+  const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult, n = static_cast<int64_t>(tokens.size());
   float* rows = take(buf_.embedded, n * H);
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t id = tokens[static_cast<size_t>(t)];
-    if (id < 0 || id >= cfg_.vocab_size)
-      fail("token id {} is outside the vocabulary (0..{})", id, cfg_.vocab_size - 1);
-    const bool mine = id >= vocab.begin && id < vocab.end;
-    for (int64_t k = 0; k < H; ++k) rows[t * H + k] = mine ? w_.embed.at(id - vocab.begin, k) : 0;
-  }
-  comm.sum_over_attn_tp(rows, n * H);
+  model::embed_vocab_parallel(w_.embed, shards_.vocab, cfg_.vocab_size, tokens, rows, comm);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < hc; ++i) std::copy_n(rows + t * H, H, X + (t * hc + i) * H);
   }
