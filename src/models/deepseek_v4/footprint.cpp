@@ -60,6 +60,9 @@ class Counter {
   void f32(int64_t n) { bytes_ += n * 4; }
   int64_t bytes() const { return bytes_; }
   const V4Shards& shards() const { return shards_; }
+  // Of bytes(): the routed experts (a decode step reads those its tokens pick) and the embedding
+  // (a row per token).
+  int64_t routed_bytes = 0, embedding_bytes = 0;
 
  private:
   const V4Config& c_;
@@ -105,9 +108,11 @@ void attention(Counter& n, const V4Config& c, int64_t layer) {
 
 // One expert's w1, w3 [I, H] and w2 [H, I] as this rank holds them.
 void expert(Counter& n, const V4Config& c, StorageType stored, bool routed) {
+  const int64_t before = n.bytes();
   n.split(expert_up(c, "w1", routed), stored);
   n.split(expert_up(c, "w3", routed), stored);
   n.split(expert_down(c, "w2", routed), stored);
+  if (routed) n.routed_bytes += n.bytes() - before;
 }
 
 void moe(Counter& n, const V4Config& c, int64_t layer) {
@@ -117,13 +122,13 @@ void moe(Counter& n, const V4Config& c, int64_t layer) {
   if (c.n_shared_experts > 0) expert(n, c, linear_storage(c), false);
 }
 
-}  // namespace
-
-int64_t weight_value_bytes(const V4Config& c, const model::WeightFormat& format,
-                           const model::RankLayout& layout) {
+// Every weight of the rank at `layout`, in the loader's order.
+Counter count_weights(const V4Config& c, const model::WeightFormat& format,
+                      const model::RankLayout& layout) {
   Counter n(c, format, layout);
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   n.split(vocab_rows(c, "embed", WeightKind::Embedding), StorageType::BF16);
+  n.embedding_bytes = n.bytes();
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     n.f32(2 * H);                                                           // attn_norm, ffn_norm
     for (int k = 0; k < 2; ++k) n.f32(c.hc_mix_size() * (hc * H + 1) + 3);  // hc_attn, hc_ffn
@@ -135,7 +140,14 @@ int64_t weight_value_bytes(const V4Config& c, const model::WeightFormat& format,
   n.f32(hc * (hc * H + 1) + 1);  // hc_head
   n.f32(H);                      // norm
   n.split(vocab_rows(c, "head", WeightKind::LmHead), StorageType::BF16);
-  return n.bytes();
+  return n;
+}
+
+}  // namespace
+
+int64_t weight_value_bytes(const V4Config& c, const model::WeightFormat& format,
+                           const model::RankLayout& layout) {
+  return count_weights(c, format, layout).bytes();
 }
 
 model::ModelSizing sizing(const V4Config& c, const model::WeightFormat& format, KvDtype kv_dtype) {
@@ -151,17 +163,11 @@ model::ModelSizing sizing(const V4Config& c, const model::WeightFormat& format, 
   s.kv_bytes_per_request = kv.bytes_per_sequence;
   s.check_layout = [c](const model::RankLayout& layout) { check_layout(c, layout); };
   s.rank = [c, format](const model::RankLayout& layout) {
-    Counter routed(c, format, layout), embedding(c, format, layout);
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      for (int64_t e = 0; e < routed.shards().experts.size(); ++e)
-        expert(routed, c, expert_storage(c), true);
-    }
-    embedding.split(vocab_rows(c, "embed", WeightKind::Embedding), StorageType::BF16);
-    const int64_t values = weight_value_bytes(c, format, layout);
+    const Counter n = count_weights(c, format, layout);
     // The kernels' packed copies of the bf16 compressor weights are left out (under 1 % of
     // V4-Flash's bytes).
-    return model::RankSizing{values, values, values - routed.bytes() - embedding.bytes(),
-                             routed.bytes()};
+    return model::RankSizing{n.bytes(), n.bytes(), n.bytes() - n.routed_bytes - n.embedding_bytes,
+                             n.routed_bytes};
   };
   return s;
 }
