@@ -117,17 +117,15 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   std::vector<std::vector<const float*>>& rows = rows_buf;
   if (rows.size() < static_cast<size_t>(n)) rows.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(t)].clear();
-  // Each row's RoPE angles, computed once for its q heads, its row, its output and its index q.
-  p.angles = take(b.angles, n * rope.angle_floats());
+  // Each row's RoPE angles at its position in this layer's base (computed once per step).
+  p.angles = (cfg_.compress_ratio(layer) == 0 ? b.window_angles : b.compress_angles).data();
   // Each sequence's stored rows (ring, entries) as float32, for its queries to read.
   thread_local std::vector<std::vector<float>> decoded;
   if (decoded.size() < seqs.size()) decoded.resize(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SequenceRows& s = seqs[i];
     for (int64_t t = s.row; t < s.row + s.n; ++t) {
-      const int64_t pos = s.first + t - s.row;
-      float* cs = p.angles + t * rope.angle_floats();
-      rope.angles(pos, cs);
+      const float* cs = p.angles + t * rope.angle_floats();
       rope.rotate(q + t * nh * d, nh, d, d, cs);
       rope.rotate(kv + t * d, 1, d, d, cs);
       round_to(s.cache->layers[static_cast<size_t>(layer)].window.dtype(), kv + t * d, d);

@@ -154,6 +154,16 @@ std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
   float* x = take(buf_.x, n * H);
   float* y = take(buf_.y, n * H);
   embed_streams(tokens, comm, X);
+  // Each row's RoPE angles in both bases, once per step (every layer of a kind reads the same).
+  float* window_angles = take(buf_.window_angles, n * window_rope_.angle_floats());
+  float* compress_angles = take(buf_.compress_angles, n * compress_rope_.angle_floats());
+  for (const SequenceRows& s : rows) {
+    for (int64_t r = s.row; r < s.row + s.n; ++r) {
+      const int64_t pos = s.first + r - s.row;
+      window_rope_.angles(pos, window_angles + r * window_rope_.angle_floats());
+      compress_rope_.angles(pos, compress_angles + r * compress_rope_.angle_floats());
+    }
+  }
   // The token ids of every group's rows, in the MoE's row order (its hash-routed layers read
   // them): gathered once per step as float32 values (exact: check_layout holds ids below 2^24).
   const std::vector<int32_t> moe_tokens = step_tokens(tokens, comm);
@@ -199,7 +209,8 @@ size_t StepBuffers::bytes() const {
     ((total += buffers.capacity() * sizeof(buffers[0])), ...);
   };
   add(streams, x, y, embedded, qr, q, kv, compressor_kv, compressor_score, index_kv, index_score);
-  add(index_q, index_w, angles, o, group_in, group_out, z, token_shard, moe_in, moe_out);
+  add(index_q, index_w, window_angles, compress_angles, o, group_in, group_out, z, token_shard);
+  add(moe_in, moe_out);
   add(router_logits, pick_weights, expert_x, expert_y, gate, up, pick_ids, expert_begin);
   add(expert_next, pick_order, head_in, head_out);
   return total;
@@ -221,7 +232,8 @@ size_t DeepseekV4Model::reserve_step_buffers(int64_t T, int64_t N, int64_t R) {
   for (auto* v : {&b.index_kv, &b.index_score}) hold(*v, T * 2 * id);
   hold(b.index_q, T * ih * id);
   hold(b.index_w, T * ih);
-  hold(b.angles, T * std::max(window_rope_.angle_floats(), compress_rope_.angle_floats()));
+  hold(b.window_angles, T * window_rope_.angle_floats());
+  hold(b.compress_angles, T * compress_rope_.angle_floats());
   hold(b.group_in, T * shards_.heads_per_group * d);
   hold(b.group_out, T * cfg_.o_lora_rank);
   hold(b.z, T * shards_.o_groups.size() * cfg_.o_lora_rank);

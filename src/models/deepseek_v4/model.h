@@ -95,7 +95,7 @@ class DeepseekV4Model : public model::Model {
   struct StepProjections {
     float* qr = nullptr;                                          // q latents [n, q_lora]
     float* kv = nullptr;                                          // roped rows [n, d]
-    float* angles = nullptr;                                      // RoPE angles per row
+    const float* angles = nullptr;                                // RoPE angles per row
     float *compressor_kv = nullptr, *compressor_score = nullptr;  // [n, c·d]
     float *index_kv = nullptr, *index_score = nullptr;            // [n, c·index_head_dim]
     float *index_q = nullptr, *index_w = nullptr;                 // [n, ih, id], [n, ih]

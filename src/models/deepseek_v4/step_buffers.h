@@ -15,11 +15,14 @@ struct StepBuffers {
   // The residual streams [T, hc, H], the sublayers' input and output [T, H], the embedding's
   // lookups [T, H].
   std::vector<float> streams, x, y, embedded;
+  // Each row's RoPE angles at its position, in the window-only layers' base and the compressing
+  // layers' (every layer of a kind reads the same).
+  std::vector<float> window_angles, compress_angles;
   // Attention: q latents [T, q_lora], q [T, heads, d], rows [T, d], the compressors' and the
-  // indexer's projections, index queries and weights, RoPE angles, outputs [T, heads, d], the
-  // grouped output projection's pieces, a dp_linear token shard.
+  // indexer's projections, index queries and weights, outputs [T, heads, d], the grouped output
+  // projection's pieces, a dp_linear token shard.
   std::vector<float> qr, q, kv, compressor_kv, compressor_score, index_kv, index_score, index_q,
-      index_w, angles, o, group_in, group_out, z, token_shard;
+      index_w, o, group_in, group_out, z, token_shard;
   // MoE over N rows: the gathered input and partial output [N, H], router logits [N, E], the
   // picks (ids and weights [N, top_k]) grouped by expert, an expert's rows in and out [N, H],
   // its gate and up [N, I_local].
