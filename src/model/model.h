@@ -55,12 +55,21 @@ ModelInfo model_info(std::string model_type, const Config& c) {
 // The KV a model keeps between steps, for every sequence of its group. release(): the request
 // ended, its state may go (a family addressing rows by slot has nothing to do: the scheduler
 // frees the slots).
+//
+// Prefix snapshots, for families whose state after a prefix is not one row per token (a slot's
+// rows are all a prefix needs otherwise): snapshot() keeps request id's state after its first
+// n_tokens tokens (what it holds now) under `key`, the KV slot of the prefix's last token (with
+// release, the request's state itself becomes the snapshot); a later step that runs a sequence
+// after a cached prefix whose last slot names a snapshot continues from it. drop_snapshot():
+// the scheduler no longer holds the prefix.
 class KvStore {
  public:
   virtual ~KvStore() = default;
   virtual int64_t capacity_tokens() const = 0;
   virtual KvDtype dtype() const = 0;
   virtual void release(uint64_t /*id*/) {}
+  virtual void snapshot(uint64_t /*id*/, int64_t /*n_tokens*/, int32_t /*key*/, bool /*release*/) {}
+  virtual void drop_snapshot(int32_t /*key*/) {}
 };
 
 class Model {

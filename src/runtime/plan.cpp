@@ -149,8 +149,10 @@ std::vector<uint8_t> StepPlan::encode() const {
       w.put_vector(s.mtp_tokens);
       w.put(s.spec_steps);
       w.put<uint8_t>(s.spec_verify);
+      w.put(s.snapshot_key);
       w.put_vector(s.allowed_tokens);
     }
+    w.put_vector(g.snapshot_ops);
   }
   w.put_vector(released);
   return std::move(w.bytes);
@@ -176,8 +178,10 @@ StepPlan StepPlan::decode(std::span<const uint8_t> bytes) {
       s.mtp_tokens = r.get_vector<int32_t>();
       s.spec_steps = r.get<int32_t>();
       s.spec_verify = r.get<uint8_t>() != 0;
+      s.snapshot_key = r.get<int32_t>();
       s.allowed_tokens = r.get_vector<uint64_t>();
     }
+    g.snapshot_ops = r.get_vector<SnapshotOp>();
   }
   plan.released = r.get_vector<uint64_t>();
   if (!r.done()) fail("internal: trailing bytes in a step plan");

@@ -32,6 +32,9 @@ struct PlannedSequence {
   // the new tokens', for the chained drafts' MTP latents (scratch, freed after the step).
   int32_t spec_steps = 0;
   bool spec_verify = false;
+  // >= 0: after this step the group's KV store keeps the sequence's state as a prefix snapshot
+  // named by this slot (KvStore::snapshot).
+  int32_t snapshot_key = -1;
   // Structured output: the tokens the leader may pick (bit id % 64 of word id / 64); empty
   // allows every token. Rank 0 computes it from the request's grammar before each sample.
   std::vector<uint64_t> allowed_tokens;
@@ -53,8 +56,18 @@ struct PlannedSequence {
   }
 };
 
+// A change to a group's prefix snapshots, made before the step's forward: keep, the state of
+// released request id (its n_tokens tokens) becomes the snapshot `key`; else snapshot `key` goes.
+struct SnapshotOp {
+  uint64_t id = 0;
+  int64_t n_tokens = 0;
+  int32_t key = -1;
+  int32_t keep = 0;
+};
+
 struct GroupPlan {
   std::vector<PlannedSequence> seqs;
+  std::vector<SnapshotOp> snapshot_ops;
   int64_t n_tokens() const;
   bool extend() const;  // any sequence runs a prompt (more than one token or nothing cached)
   int64_t n_mtp_tokens() const;  // MTP rows of the step's first MTP pass

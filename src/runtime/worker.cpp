@@ -44,6 +44,7 @@ std::vector<SequenceResult> Worker::step(const StepPlan* plan_on_rank0, StepPlan
   if (plan.shutdown) return {};
   const auto started = std::chrono::steady_clock::now();
   const int64_t forward_steps = stats_.steps;
+  apply_snapshot_ops(plan);
   for (uint64_t id : plan.released) {
     samplers_.erase(id);
     spec_counts_.erase(id);
@@ -56,6 +57,19 @@ std::vector<SequenceResult> Worker::step(const StepPlan* plan_on_rank0, StepPlan
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   return results;
+}
+
+// The group's prefix snapshots change before the step's forward, so that a request admitted in
+// this plan can continue from a snapshot made of a request released just before it.
+void Worker::apply_snapshot_ops(const StepPlan& plan) {
+  const auto group = static_cast<size_t>(topology_.group());
+  if (group >= plan.groups.size()) return;  // a plan without groups (shutdown)
+  for (const SnapshotOp& op : plan.groups[group].snapshot_ops) {
+    if (op.keep)
+      kv_->snapshot(op.id, op.n_tokens, op.key, true);
+    else
+      kv_->drop_snapshot(op.key);
+  }
 }
 
 // Non-root ranks wait for the next plan with a non-blocking broadcast polled with a growing
@@ -127,6 +141,11 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
       model_.forward(in, *kv_, step_comm_, mtp ? &final_hidden_ : nullptr);
   stats_.steps += 1;
   stats_.padded_rows += step_comm_.gather_layout().padded_rows();
+  for (const PlannedSequence& s : mine.seqs) {
+    if (s.snapshot_key >= 0)
+      kv_->snapshot(s.id, s.n_cached + static_cast<int64_t>(s.new_tokens.size()), s.snapshot_key,
+                    false);
+  }
 
   const int64_t V = model_.info().vocab_size;
   std::vector<Speculation> spec(mine.seqs.size());

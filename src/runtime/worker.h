@@ -47,6 +47,7 @@ class Worker {
 
  private:
   StepPlan broadcast_plan(const StepPlan* plan);
+  void apply_snapshot_ops(const StepPlan& plan);
   std::vector<SequenceResult> run(const StepPlan& plan);
   // The plans of this rank's model instance's DP groups (every group runs every collective).
   std::span<const GroupPlan> instance_groups(const StepPlan& plan) const;

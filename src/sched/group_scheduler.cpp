@@ -54,7 +54,7 @@ bool GroupScheduler::remove(uint64_t id) {
 
 bool GroupScheduler::flush_cache() {
   if (!running_.empty() || !waiting_.empty()) return false;
-  slots_.release(cache_.reset());
+  free_slots(cache_.reset());
   return true;
 }
 
@@ -72,8 +72,42 @@ cache::RadixCache::Match GroupScheduler::match_cached_prefix(const ActiveRequest
   return cache_.match_prefix(r.fill_tokens(0, r.fill_len() - 1), r.request.cache_salt);
 }
 
+int64_t GroupScheduler::reusable_length(const cache::RadixCache::Match& match) const {
+  auto k = static_cast<int64_t>(match.slots.size());
+  if (!snapshots_on()) return k;
+  for (; k > 0; --k) {
+    const auto it = snapshots_.find(match.slots[static_cast<size_t>(k - 1)]);
+    if (it != snapshots_.end() && it->second.n_tokens == k && it->second.made < plans_) break;
+  }
+  return k;
+}
+
 int64_t GroupScheduler::cached_prefix_length(const ActiveRequest& r) {
-  return static_cast<int64_t>(match_cached_prefix(r).slots.size());
+  return reusable_length(match_cached_prefix(r));
+}
+
+bool GroupScheduler::add_snapshot(int32_t key, int64_t n_tokens) {
+  if (n_tokens < limits_.min_snapshot_tokens) return false;
+  if (!snapshots_.contains(key) &&
+      static_cast<int64_t>(snapshots_.size()) >= limits_.max_snapshots) {
+    // The least recently used goes, unless this plan uses it (a restore, or made now).
+    auto lru = std::min_element(
+        snapshots_.begin(), snapshots_.end(),
+        [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    if (lru->second.used == plans_) return false;
+    snapshot_ops_.push_back({.key = lru->first});
+    snapshots_.erase(lru);
+  }
+  snapshots_[key] = {n_tokens, plans_, plans_};
+  return true;
+}
+
+void GroupScheduler::free_slots(std::span<const int32_t> slots) {
+  if (!snapshots_.empty()) {
+    for (int32_t slot : slots)
+      if (snapshots_.erase(slot) > 0) snapshot_ops_.push_back({.key = slot});
+  }
+  slots_.release(slots);
 }
 
 // Slots r is expected to need for the rest of its generation (the epsilon keeps 0.7 * 10 at 7).
@@ -90,7 +124,7 @@ int64_t GroupScheduler::decode_reservation() const {
 
 // n free slots, evicting cached prefixes nobody uses when the free list runs short.
 std::vector<int32_t> GroupScheduler::allocate(int64_t n) {
-  if (n > slots_.free_slots()) slots_.release(cache_.evict(n - slots_.free_slots()));
+  if (n > slots_.free_slots()) free_slots(cache_.evict(n - slots_.free_slots()));
   return slots_.allocate(n);
 }
 
@@ -124,7 +158,7 @@ void GroupScheduler::order_waiting() {
 // prefill_budget.
 bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
   cache::RadixCache::Match match = match_cached_prefix(r);
-  const auto n_match = static_cast<int64_t>(match.slots.size());
+  const int64_t n_match = reusable_length(match);
   const int64_t extend = r.prefill_len - n_match;
   if (match.last) cache_.lock(match.last);
   if (extend > prefill_budget ||
@@ -132,6 +166,15 @@ bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
     if (match.last) cache_.unlock(match.last);
     return false;
   }
+  // Where the cached prefix goes further than its snapshot, the prefill will snapshot its end
+  // under the cache's slot (which match.last's lock keeps while r runs).
+  const auto n_cached = static_cast<int64_t>(match.slots.size());
+  const bool snapshot = n_cached > n_match && n_cached >= limits_.min_snapshot_tokens;
+  r.snapshot_at = snapshot ? n_cached : 0;
+  r.snapshot_key = snapshot ? match.slots.back() : -1;
+  if (n_match > 0 && snapshots_on())
+    snapshots_[match.slots[static_cast<size_t>(n_match - 1)]].used = plans_;
+  match.slots.resize(static_cast<size_t>(n_match));
   r.slots = std::move(match.slots);
   r.prefix_node = match.last;
   r.n_prefix_slots = n_match;
@@ -156,12 +199,17 @@ void GroupScheduler::release_kv(ActiveRequest& r) {
     const int64_t cached =
         cache_.insert(r.fill_tokens(0, computed), slots.first(static_cast<size_t>(computed)),
                       r.request.cache_salt);
-    slots_.release(slots.subspan(static_cast<size_t>(r.n_prefix_slots),
-                                 static_cast<size_t>(cached - r.n_prefix_slots)));
+    // The request's state after its last computed token becomes that prefix's snapshot (no
+    // copy), when the cache now holds that token in r's slot.
+    const int32_t last = computed > 0 ? slots[static_cast<size_t>(computed - 1)] : -1;
+    if (snapshots_on() && computed > cached && add_snapshot(last, computed))
+      snapshot_ops_.push_back({r.id, computed, last, 1});
+    free_slots(slots.subspan(static_cast<size_t>(r.n_prefix_slots),
+                             static_cast<size_t>(cached - r.n_prefix_slots)));
     keep = computed;
     if (r.prefix_node) cache_.unlock(r.prefix_node);
   }
-  slots_.release(slots.subspan(static_cast<size_t>(keep)));
+  free_slots(slots.subspan(static_cast<size_t>(keep)));
   r.slots.clear();
   r.prefix_node = nullptr;
   r.n_prefix_slots = 0;
@@ -170,12 +218,12 @@ void GroupScheduler::release_kv(ActiveRequest& r) {
 // After a speculative step: frees its scratch slots and the slots of rejected drafts, so r holds
 // one slot per computed token again (all but the last kept token, which runs next).
 void GroupScheduler::trim_speculation(ActiveRequest& r) {
-  slots_.release(r.scratch_slots);
+  free_slots(r.scratch_slots);
   r.scratch_slots.clear();
   if (r.spec_steps == 0 || !r.prefill_done()) return;
   const auto computed = static_cast<size_t>(r.fill_len() - 1);
   if (r.slots.size() <= computed) return;
-  slots_.release(std::span<const int32_t>(r.slots).subspan(computed));
+  free_slots(std::span<const int32_t>(r.slots).subspan(computed));
   r.slots.resize(computed);
 }
 
@@ -192,10 +240,12 @@ runtime::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t
   runtime::PlannedSequence p;
   p.id = r.id;
   p.n_cached = r.n_prefilled;
-  const int64_t n = std::min(max_tokens, r.prefill_len - r.n_prefilled);
+  int64_t n = std::min(max_tokens, r.prefill_len - r.n_prefilled);
+  if (r.snapshot_at > r.n_prefilled) n = std::min(n, r.snapshot_at - r.n_prefilled);
   p.new_tokens = r.fill_tokens(r.n_prefilled, r.n_prefilled + n);
   p.kv_slots.assign(r.slots.begin(), r.slots.begin() + r.n_prefilled + n);
   r.n_prefilled += n;
+  snapshot_prefill(r, p);
   p.sample = r.prefill_done();
   p.sampling = r.request.sampling;
   p.top_logprobs = r.request.logprobs ? r.request.top_logprobs : -1;
@@ -208,6 +258,22 @@ runtime::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t
     }
   }
   return p;
+}
+
+// With snapshots, a chunk ending at r's snapshot point or at its prefill's end leaves the
+// sequence's state there as a snapshot: at the first, under the cache's slot; at the second,
+// under r's own (the cache takes it when r ends), so that a request repeating r's prompt, or
+// continuing it, starts from there.
+void GroupScheduler::snapshot_prefill(ActiveRequest& r, runtime::PlannedSequence& p) {
+  if (!snapshots_on()) return;
+  int32_t key = -1;
+  if (r.n_prefilled == r.snapshot_at) {
+    key = r.snapshot_key;
+    r.snapshot_at = 0;
+  } else if (r.prefill_done()) {
+    key = r.slots[static_cast<size_t>(r.n_prefilled - 1)];
+  }
+  if (key >= 0 && add_snapshot(key, r.n_prefilled)) p.snapshot_key = key;
 }
 
 // Runs r's last sampled token, whose latent goes to a newly allocated slot; with speculation,
@@ -338,6 +404,7 @@ bool GroupScheduler::outranks_running() const {
 runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   runtime::GroupPlan plan;
   planned_decode_tokens_ = 0;
+  plans_ += 1;
   for (auto& r : running_) trim_speculation(*r);
   if (limits_.priority) preempt_for_priority();
   // A waiting request that outranks every running one prefills in a step of its own: its first

@@ -8,7 +8,10 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/latent_kv_pool.h"
@@ -28,6 +31,13 @@ struct GroupLimits {
   int64_t max_prefill_tokens = 16384;  // prompt tokens admitted per step (the first always fits)
   int64_t max_running = 256;           // requests admitted at once (the global limit divided by dp)
   bool radix_cache = true;
+  // A family whose state after a prefix is not a row per token (DeepSeek-V4: a window ring and
+  // the compressors' sums) reuses a cached prefix only up to a snapshot of that state, kept by
+  // the group's KV stores: at most max_snapshots at once, least recently used going first. 0: any
+  // cached prefix is reusable (a slot's rows are all it needs).
+  int64_t max_snapshots = 0;
+  // Shorter prefixes get no snapshot: restoring them saves less than the snapshot costs.
+  int64_t min_snapshot_tokens = 1;
   bool mixed_steps = true;  // decodes ride along prompt chunks (else a step prefills or decodes)
   SchedulePolicy policy = SchedulePolicy::Fcfs;
   // Waiting requests ordered by GenerationRequest::priority first; a running request of lower
@@ -60,6 +70,10 @@ class GroupScheduler {
   // Slots held by admitted requests (cached prefixes nobody uses count as free).
   int64_t kv_used() const { return slots_.capacity() - available(); }
   int64_t cached_tokens() const { return cache_.cached_tokens(); }
+  int64_t snapshots() const { return static_cast<int64_t>(snapshots_.size()); }
+  // The changes to the group's snapshots since the last plan that ran (the engine sends them with
+  // the next one).
+  std::vector<runtime::SnapshotOp> take_snapshot_ops() { return std::exchange(snapshot_ops_, {}); }
   int64_t retractions() const { return retractions_; }
   // Running requests retracted for a higher-priority waiting one (counted in retractions too).
   int64_t preemptions() const { return preemptions_; }
@@ -70,6 +84,15 @@ class GroupScheduler {
 
  private:
   cache::RadixCache::Match match_cached_prefix(const ActiveRequest& r);
+  // Of a match, the leading tokens a request can continue from: all of them, or with snapshots
+  // up to the longest one.
+  int64_t reusable_length(const cache::RadixCache::Match& match) const;
+  bool snapshots_on() const { return limits_.radix_cache && limits_.max_snapshots > 0; }
+  // Registers a snapshot of n_tokens under key, made in the plan being built; false when every
+  // snapshot is in use by it (then none is made).
+  bool add_snapshot(int32_t key, int64_t n_tokens);
+  void free_slots(std::span<const int32_t> slots);  // their snapshots go too
+  void snapshot_prefill(ActiveRequest& r, runtime::PlannedSequence& p);
   int64_t available() const { return slots_.free_slots() + cache_.evictable_tokens(); }
   int64_t expected_new_tokens(const ActiveRequest& r) const;
   int64_t decode_reservation() const;
@@ -100,6 +123,15 @@ class GroupScheduler {
   // back after a retraction.
   double new_token_ratio_;
   int64_t planned_decode_tokens_ = 0;
+  // The group's snapshots by key slot: the tokens they hold, the plan that made them (one made
+  // after a step's forward is there for the plans after it) and the plan that last used them.
+  struct Snapshot {
+    int64_t n_tokens = 0;
+    uint64_t made = 0, used = 0;
+  };
+  std::unordered_map<int32_t, Snapshot> snapshots_;
+  std::vector<runtime::SnapshotOp> snapshot_ops_;
+  uint64_t plans_ = 0;  // plans built, the clock of snapshot use
   int64_t retractions_ = 0;
   int64_t preemptions_ = 0;
 };

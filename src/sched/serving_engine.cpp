@@ -347,6 +347,7 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
     return false;
   }
   add_token_masks(plan);
+  take_snapshot_ops(plan);
   plan.released.swap(released_);
   // Planning admitted what --max-running-requests allows; the step runs them all.
   running_peak_ = std::max(running_peak_, running_requests());
@@ -373,9 +374,20 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
 
 // An empty plan: every rank runs no forward and gathers no result, but the followers' wait for
 // a plan ends.
+// The groups' snapshot changes ride on the next plan sent (they only need to precede the next
+// forward that could read them).
+void ServingEngine::take_snapshot_ops(runtime::StepPlan& plan) {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    plan.groups[g].snapshot_ops = groups_[g].take_snapshot_ops();
+}
+
 void ServingEngine::send_keepalive(runtime::Worker& worker) {
   runtime::StepPlan keepalive;
   keepalive.groups.resize(groups_.size());
+  {
+    const std::lock_guard loop(loop_mutex_);
+    take_snapshot_ops(keepalive);
+  }
   worker.step(&keepalive);
   last_step_ = std::chrono::steady_clock::now();
 }

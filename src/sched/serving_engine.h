@@ -72,6 +72,7 @@ class ServingEngine final : public EngineHandle {
   void allow_end_tokens(const GenerationRequest& request, std::vector<uint64_t>& allowed) const;
   int64_t running_requests() const;  // in every group
   void publish_status();
+  void take_snapshot_ops(runtime::StepPlan& plan);
   void send_keepalive(runtime::Worker& worker);
 
   EngineOptions options_;

@@ -88,23 +88,28 @@ void resolve_defaults(ServeOptions& o) {
 }
 
 // DeepSeek-V4 keeps a window and compressor state per running request and compressed entries per
-// token; the budget holds max_running requests' fixed parts first.
+// token; the budget holds the fixed parts of max_running requests first, and as many prefix
+// snapshots (a window and compressor state each) unless the radix cache is off.
 parallel::KvCapacity deepseek_v4_capacity(const ServeOptions& o,
                                           const models::deepseek_v4::V4Config& cfg,
                                           int64_t max_running) {
-  const auto c =
-      models::deepseek_v4::kv_capacity(cfg, o.model.kv_dtype(), o.kv_cache_mib << 20, max_running);
+  const int64_t snapshots = o.disable_radix_cache ? 0 : max_running;
+  const auto c = models::deepseek_v4::kv_capacity(cfg, o.model.kv_dtype(), o.kv_cache_mib << 20,
+                                                  max_running + snapshots);
   if (c.tokens < 1) {
     fail(
         "--kv-cache-memory {} MiB does not hold {} DeepSeek-V4 requests' windows and compressor "
-        "state ({:.1f} MiB each) and their tokens: raise it or lower --max-running-requests",
-        o.kv_cache_mib, max_running, static_cast<double>(c.bytes_per_sequence) / (1 << 20));
+        "state ({:.1f} MiB each) and {} prefix snapshots of the same size, and their tokens: "
+        "raise it, lower --max-running-requests or --disable-radix-cache",
+        o.kv_cache_mib, max_running, static_cast<double>(c.bytes_per_sequence) / (1 << 20),
+        snapshots);
   }
   spdlog::info(
       "serve: deepseek_v4 KV in {}: {} bytes per token of compressed entries, {:.1f} MiB per "
-      "running request (windows, compressor state); runs without the radix prefix cache",
+      "running request and per prefix snapshot (windows, compressor state; {} snapshots per DP "
+      "group)",
       kv_dtype_name(o.model.kv_dtype()), c.bytes_per_token,
-      static_cast<double>(c.bytes_per_sequence) / (1 << 20));
+      static_cast<double>(c.bytes_per_sequence) / (1 << 20), snapshots);
   return {c.bytes_per_token, 0, c.tokens, c.tokens};
 }
 
@@ -137,8 +142,14 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   e.limits.chunk_tokens = std::max<int64_t>(1, o.chunked_prefill_size / groups);
   e.limits.max_running = max_running;
   e.limits.max_prefill_tokens = std::max<int64_t>(1, o.max_prefill_tokens / groups);
-  // DeepSeek-V4's store keeps each request's own state: no prefix is shared yet.
-  e.limits.radix_cache = !o.disable_radix_cache && card.family != models::Family::DeepseekV4;
+  e.limits.radix_cache = !o.disable_radix_cache;
+  // DeepSeek-V4 reuses a cached prefix from a snapshot of its state
+  // (models/deepseek_v4/kv_store.h).
+  // Below a window's length a snapshot (a window and compressor state) saves little.
+  if (card.deepseek_v4) {
+    e.limits.max_snapshots = max_running;
+    e.limits.min_snapshot_tokens = card.deepseek_v4->sliding_window;
+  }
   e.limits.mixed_steps = !o.disable_mixed_chunk;
   e.limits.priority = o.enable_priority_scheduling;
   e.prefill_tokens_per_step = o.chunked_prefill_size;
@@ -310,7 +321,8 @@ void add_serve(CLI::App& app) {
                 "own. Strict priority: lower ones wait while higher ones fill the group. Without "
                 "this flag a request that sets a non-zero priority is refused (400)");
   cmd->add_flag("--disable-radix-cache", o->disable_radix_cache,
-                "Do not reuse the KV of shared prompt prefixes across requests");
+                "Do not reuse the KV of shared prompt prefixes across requests (DeepSeek-V4: "
+                "nor keep prefix snapshots, whose memory then holds tokens)");
   cmd->add_flag("--disable-mixed-chunk", o->disable_mixed_chunk,
                 "Run prompt chunks in steps of their own (prefill first, as SGLang without "
                 "--enable-mixed-chunk) instead of beside the running requests' decodes");

@@ -23,16 +23,11 @@ namespace {
 // of m see one entry more than query i - 1. With one entry per 4 positions, every 4th query of a
 // step sees one more than the one 4 before it: each residue class of positions mod 4 is such a
 // run, scored in one call (a prompt's keys are then tiled once per class, not once per query).
-void select_entries(const float* q, const float* weights, const RowStore& keys,
+void select_entries(const float* q, const float* weights, const PooledRows& keys,
                     const std::function<int64_t(int64_t)>& visible, int64_t n, int64_t heads,
                     int64_t dim, int64_t topk, std::vector<std::vector<int32_t>>& picks) {
-  thread_local std::vector<int32_t> identity, selected, counts;
+  thread_local std::vector<int32_t> selected, counts;
   thread_local std::vector<float> class_q, class_w;
-  const int64_t most = visible(n - 1);
-  if (static_cast<int64_t>(identity.size()) < most) {
-    identity.resize(static_cast<size_t>(most));
-    std::iota(identity.begin(), identity.end(), 0);
-  }
   for (int64_t first = 0; first < std::min<int64_t>(4, n); ++first) {
     const int64_t m = (n - first + 3) / 4;  // queries first, first + 4, ...
     const int64_t last = first + 4 * (m - 1);
@@ -45,8 +40,8 @@ void select_entries(const float* q, const float* weights, const RowStore& keys,
     int32_t* chosen = take(selected, m * topk);
     int32_t* count = take(counts, m);
     // Query i of the run sees visible(last) - (m - 1 - i) entries, as the kernel's causal model.
-    kernels::indexer_topk({m, heads, dim, visible(last), topk}, cq, cw, keys.view(),
-                          identity.data(), chosen, count);
+    kernels::indexer_topk({m, heads, dim, visible(last), topk}, cq, cw, keys.view(), keys.ids(),
+                          chosen, count);
     for (int64_t i = 0; i < m; ++i)
       picks[static_cast<size_t>(first + 4 * i)].assign(chosen + i * topk,
                                                        chosen + i * topk + count[i]);

@@ -29,7 +29,7 @@ void SoftmaxSum::value(float* out) const {
 }
 
 void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* kv,
-              float* score, int64_t n, int64_t first, CompressorState& state, RowStore& entries) {
+              float* score, int64_t n, int64_t first, CompressorState& state, PooledRows& entries) {
   const int64_t r = w.ratio, D = w.dim, width = w.width();
   if (first == 0) {
     state.own.reset(D);

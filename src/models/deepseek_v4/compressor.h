@@ -17,6 +17,6 @@ namespace mlaserve::models::deepseek_v4 {
 // rows' projections by w.wkv and w.wgate (the caller computes them for a whole step); score is
 // consumed (the gate's position bias is added in place).
 void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* kv,
-              float* score, int64_t n, int64_t first, CompressorState& state, RowStore& entries);
+              float* score, int64_t n, int64_t first, CompressorState& state, PooledRows& entries);
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -1,9 +1,15 @@
-// DeepSeek-V4's KV store for the runtime, for now one SequenceCache per request (its window and
-// compressed entries in the cache's dtype, its compressor state), found by the request's id. A
-// sequence starts over when a step runs it from position 0 (a new request, or one the scheduler
-// retracted) and goes when the request is released. Prefixes are not shared between requests: the
-// scheduler runs V4 without the radix cache. The paged pool of row kinds that shares prefixes
-// comes next (docs/DESIGN.md).
+// DeepSeek-V4's KV store for the runtime: one SequenceCache per request (its window ring and
+// compressor state, its compressed entries as rows of the store's shared pools), found by the
+// request's id. A sequence starts over when a step runs it from position 0.
+//
+// Prefix reuse. V4's state after a prefix is not a row per token (the window ring and the
+// compressors' running sums summarise it), so a prefix is reusable only where its whole state was
+// kept: a snapshot, named by the KV slot of the prefix's last token (a slot the scheduler's radix
+// cache holds, so the name stays unique while the prefix is cached). Snapshots are made where the
+// scheduler asks (after a step, or from a released request's state, which costs no copy) and go
+// when it says; a step whose sequence runs after n_cached > 0 tokens the store does not hold
+// continues from the snapshot named by kv_slots[n_cached - 1]. A snapshot shares its compressed
+// entries with the sequence it came from and with the sequences restored from it.
 #pragma once
 
 #include <unordered_map>
@@ -16,21 +22,27 @@ namespace mlaserve::models::deepseek_v4 {
 
 class V4KvStore : public model::KvStore {
  public:
-  V4KvStore(const V4Config& cfg, int64_t capacity_tokens, KvDtype dtype)
-      : cfg_(cfg), capacity_tokens_(capacity_tokens), dtype_(dtype) {}
+  V4KvStore(const V4Config& cfg, int64_t capacity_tokens, KvDtype dtype);
   int64_t capacity_tokens() const override { return capacity_tokens_; }
   KvDtype dtype() const override { return dtype_; }
   void release(uint64_t id) override { caches_.erase(id); }
+  void snapshot(uint64_t id, int64_t n_tokens, int32_t key, bool release) override;
+  void drop_snapshot(int32_t key) override { snapshots_.erase(key); }
 
-  // The cache of the step's sequence, holding exactly its n_cached tokens.
+  // The cache of the step's sequence, holding exactly its n_cached tokens (restored from a
+  // snapshot where the sequence starts after a reused prefix).
   SequenceCache& sequence(const model::SequenceStep& step);
   size_t sequences() const { return caches_.size(); }
+  size_t snapshots() const { return snapshots_.size(); }
+  int64_t pooled_rows() const { return pools_.rows_in_use(); }  // entries and keys held
 
  private:
   const V4Config& cfg_;
   int64_t capacity_tokens_;
   KvDtype dtype_;
+  EntryPools pools_;
   std::unordered_map<uint64_t, SequenceCache> caches_;
+  std::unordered_map<int32_t, SequenceCache> snapshots_;
 };
 
 // What a memory budget holds of this store (rows in `dtype`, running sums in float32): each
@@ -44,7 +56,10 @@ struct V4KvCapacity {
 V4KvCapacity kv_capacity(const V4Config& cfg, KvDtype dtype, int64_t budget_bytes,
                          int64_t max_sequences);
 
-// A fresh cache of cfg's layers: an empty window ring per layer, rows in dtype.
-SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype);
+// Pools for cfg's layers, rows in dtype.
+EntryPools new_entry_pools(const V4Config& cfg, KvDtype dtype);
+
+// A fresh cache of cfg's layers: an empty window ring per layer, rows in dtype, entries in pools.
+SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype, const EntryPools& pools);
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -47,7 +47,7 @@ DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::Weight
       compress_rope_(cfg_, true) {}
 
 SequenceCache DeepseekV4Model::new_cache(KvDtype dtype) const {
-  return new_sequence_cache(cfg_, dtype);
+  return new_sequence_cache(cfg_, dtype, new_entry_pools(cfg_, dtype));
 }
 
 std::unique_ptr<model::KvStore> DeepseekV4Model::new_kv_store(int64_t capacity_tokens,

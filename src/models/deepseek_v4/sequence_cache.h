@@ -1,10 +1,13 @@
 // What DeepSeek-V4 keeps of a sequence between steps, per layer: the raw rows of the last
 // `sliding_window` tokens (a ring), the compressed entries made so far (and CSA's indexer keys),
 // and each compressor's unfinished window as running softmax sums. Rows are stored in the
-// cache's dtype (float32 or bf16); the running sums stay float32.
+// cache's dtype (float32 or bf16); the running sums stay float32. The compressed entries live in
+// pools shared by every sequence of a store, so that a copy of a sequence (a prefix snapshot, or
+// a request restored from one) shares the entries it has in common instead of copying them.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/kv_dtype.h"
@@ -54,11 +57,60 @@ class RowStore {
   std::vector<uint8_t> bytes_;
 };
 
+// Rows that several sequences may hold: each row counts its holders and returns to the free list
+// when the last one lets go. Rows never change once written (compressed entries are final).
+class RowPool {
+ public:
+  RowPool(KvDtype dtype, int64_t dim) : rows_(dtype, dim) {}
+  int32_t add(const float* row);  // a new row, held once
+  void hold(int32_t row) { holders_[static_cast<size_t>(row)] += 1; }
+  void let_go(int32_t row);
+  KvRows view() const { return rows_.view(); }
+  void read(int32_t row, float* out) const { rows_.read(row, 1, out); }
+  int64_t rows_in_use() const { return rows_.rows() - static_cast<int64_t>(free_.size()); }
+
+ private:
+  RowStore rows_;
+  std::vector<int32_t> holders_;
+  std::vector<int32_t> free_;
+};
+
+// One sequence's list of rows of a pool, in order, each held while listed: copying the list
+// holds its rows once more, destroying it lets go of them.
+class PooledRows {
+ public:
+  PooledRows() = default;
+  explicit PooledRows(std::shared_ptr<RowPool> pool) : pool_(std::move(pool)) {}
+  PooledRows(const PooledRows& other);
+  PooledRows& operator=(const PooledRows& other);
+  PooledRows(PooledRows&& other) noexcept = default;
+  PooledRows& operator=(PooledRows&& other) noexcept;
+  ~PooledRows() { let_go(); }
+
+  int64_t rows() const { return static_cast<int64_t>(ids_.size()); }
+  void append(const float* row) { ids_.push_back(pool_->add(row)); }
+  void read(int64_t first, int64_t n, float* out) const;  // rows [first, first + n) as float32
+  KvRows view() const { return pool_->view(); }           // addressed by ids()
+  const int32_t* ids() const { return ids_.data(); }
+
+ private:
+  void let_go();
+  std::shared_ptr<RowPool> pool_;
+  std::vector<int32_t> ids_;
+};
+
 struct LayerCache {
-  RowStore window;      // [sliding_window, d]: the row of position p at p % window
-  RowStore entries;     // [entries, d]
-  RowStore index_keys;  // [entries, index_head_dim] (CSA)
+  RowStore window;        // [sliding_window, d]: the row of position p at p % window
+  PooledRows entries;     // [entries, d]
+  PooledRows index_keys;  // [entries, index_head_dim] (CSA)
   CompressorState kv_state, index_state;
+};
+
+// A store's pools, one of each kind per layer (entries of head_dim, index keys of
+// index_head_dim).
+struct EntryPools {
+  std::vector<std::shared_ptr<RowPool>> entries, index_keys;
+  int64_t rows_in_use() const;
 };
 
 struct SequenceCache {
