@@ -223,6 +223,93 @@ TEST_F(DeepseekV4Serving, DpAttentionRetractionKeepsOutputs) {
   EXPECT_GT(status["retractions_total"].get<int64_t>(), 0) << status.dump();
 }
 
+// Prefix reuse from snapshots of V4's state: 8 questions after a shared 150-token system prompt,
+// asked twice one at a time, then all at once, then a follow-up turn continuing each finished
+// request (its prompt, its answer and 10 more tokens). Requests continue from a snapshot where one
+// holds their prefix (the second asker of the system prompt stops there for one; a repeat, a
+// follow-up) and every request gets the tokens a server without the radix cache gives it.
+class DeepseekV4PrefixReuse : public DeepseekV4Serving,
+                              public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(DeepseekV4PrefixReuse, SnapshotsKeepOutputs) {
+  std::vector<int> system;
+  for (int j = 0; j < 150; ++j) system.push_back(100 + (j * 53) % 3900);
+  std::vector<GenerateJob> questions;
+  for (int i = 0; i < 8; ++i) {
+    GenerateJob job{system, 6 + i};
+    for (int j = 0; j < 5 + 7 * i; ++j) job.prompt.push_back(200 + (i * 301 + j * 17) % 3800);
+    questions.push_back(job);
+  }
+  const std::string flags = "--model " + model().string() + " " + GetParam();
+  const bool few_snapshots = GetParam().find("--max-running-requests") != std::string::npos;
+  auto follow_ups = [&questions](const std::vector<std::vector<int>>& answers) {
+    std::vector<GenerateJob> jobs = questions;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      jobs[i].prompt.insert(jobs[i].prompt.end(), answers[i].begin(), answers[i].end());
+      for (int j = 0; j < 10; ++j) jobs[i].prompt.push_back(300 + j);
+    }
+    return jobs;
+  };
+  std::vector<std::vector<int>> want, want_follow_up;
+  {
+    ServerProcess plain(flags + " --disable-radix-cache");
+    ASSERT_GT(plain.port(), 0);
+    for (const GenerateJob& job : questions)
+      want.push_back(plain.generate(job.prompt, job.max_new));
+    for (const GenerateJob& job : follow_ups(want))
+      want_follow_up.push_back(plain.generate(job.prompt, job.max_new));
+  }
+  ServerProcess server(flags);
+  ASSERT_GT(server.port(), 0);
+  int64_t cached = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < questions.size(); ++i) {
+      const json got = server.generate_json(questions[i].prompt, questions[i].max_new);
+      EXPECT_EQ(got.value("output_ids", std::vector<int>{}), want[i])
+          << "round " << round << ", " << i;
+      cached += got["meta_info"]["cached_tokens"].get<int64_t>();
+    }
+  }
+  if (!few_snapshots) {
+    EXPECT_GE(cached, 150 * 6) << "the system prompt came from a snapshot";
+  }
+  EXPECT_EQ(outputs_concurrently(server, questions), want);
+  int i = 0;
+  for (const json& got : generate_concurrently(server, follow_ups(want))) {
+    EXPECT_EQ(got.value("output_ids", std::vector<int>{}), want_follow_up[i]) << "follow-up " << i;
+    // The finished request's state: its prompt and all but its last answer token (unless
+    // a later snapshot pushed it out).
+    if (!few_snapshots) {
+      EXPECT_GE(got["meta_info"]["cached_tokens"].get<int64_t>(),
+                static_cast<int64_t>(questions[i].prompt.size() + want[i].size()) - 1)
+          << "follow-up " << i;
+    }
+    ++i;
+  }
+  for (const json& group : server.call("/get_server_info")["engine"]["groups"]) {
+    EXPECT_GT(group["prefix_snapshots"].get<int64_t>(), 0) << group.dump();
+    if (few_snapshots) {
+      EXPECT_LE(group["prefix_snapshots"].get<int64_t>(), 2) << group.dump();
+    }
+  }
+}
+
+// One rank; the KV rows in bf16; two snapshots per group at most (least recently used ones go,
+// and the follow-ups' states may be gone); DP attention with attention TP and dp_linear, each
+// group on its own snapshots.
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, DeepseekV4PrefixReuse,
+    ::testing::Values("--chunked-prefill-size 64", "--kv-cache-dtype bfloat16",
+                      "--max-running-requests 2",
+                      "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear"),
+    [](const auto& info) {
+      std::string name;
+      for (const char c : info.param) {
+        if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+      }
+      return name;
+    });
+
 // A layout that would leave a rank without a share is refused before loading, naming the fix:
 // 4 attention ranks for the model's 2 output groups of heads.
 TEST_F(DeepseekV4Serving, AttentionSplitsBeyondTheOutputGroupsAreRefused) {

@@ -423,5 +423,93 @@ TEST(LoadBalancer, CachedPrefixLengthComesFromTheGroupsRadixCache) {
   EXPECT_EQ(s.cached_prefix_length(*request_for(4, {7}, 2)), 0);
 }
 
+std::vector<int32_t> iota_tokens(int32_t first, int32_t last) {
+  std::vector<int32_t> tokens;
+  for (int32_t t = first; t <= last; ++t) tokens.push_back(t);
+  return tokens;
+}
+
+// With snapshots (DeepSeek-V4), a cached prefix is reused only up to a snapshot of it: a prompt's
+// end and a released request's state are snapshots, and a prompt that shares less than that
+// stops its prefill at the shared part once, so that the next one continues from there.
+TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
+  GroupScheduler s(
+      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 4, .min_snapshot_tokens = 2});
+  s.enqueue(request_for(1, iota_tokens(1, 10), 3));
+  const runtime::GroupPlan first = step(s);
+  ASSERT_EQ(first.seqs.size(), 1u);
+  const std::vector<int32_t> slots = first.seqs[0].kv_slots;
+  EXPECT_EQ(first.seqs[0].snapshot_key, slots[9]);  // the prompt's end
+  s.remove(1);                                      // its state becomes that snapshot
+  const std::vector<runtime::SnapshotOp> ops = s.take_snapshot_ops();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].id, 1u);
+  EXPECT_EQ(ops[0].n_tokens, 10);
+  EXPECT_EQ(ops[0].key, slots[9]);
+  EXPECT_EQ(ops[0].keep, 1);
+
+  // 6 tokens shared, no snapshot there: the prefill stops after them for one.
+  std::vector<int32_t> branch = iota_tokens(1, 6);
+  branch.insert(branch.end(), {50, 51});
+  s.enqueue(request_for(2, branch, 2));
+  const runtime::GroupPlan to_branch = step(s);
+  ASSERT_EQ(to_branch.seqs.size(), 1u);
+  EXPECT_EQ(to_branch.seqs[0].n_cached, 0);
+  EXPECT_EQ(to_branch.seqs[0].new_tokens.size(), 6u);
+  EXPECT_FALSE(to_branch.seqs[0].sample);
+  EXPECT_EQ(to_branch.seqs[0].snapshot_key, slots[5]);  // under the cache's slot
+  const runtime::GroupPlan rest = step(s);
+  ASSERT_EQ(rest.seqs.size(), 1u);
+  EXPECT_EQ(rest.seqs[0].n_cached, 6);
+  EXPECT_EQ(rest.seqs[0].new_tokens.size(), 2u);
+
+  // The next request sharing them continues from that snapshot; one repeating request 1's
+  // prompt and more, from request 1's state.
+  std::vector<int32_t> third = iota_tokens(1, 6);
+  third.push_back(60);
+  s.enqueue(request_for(3, third, 2));
+  std::vector<int32_t> fourth = iota_tokens(1, 10);
+  fourth.push_back(70);
+  s.enqueue(request_for(4, fourth, 2));
+  const runtime::GroupPlan reuse = step(s);
+  ASSERT_EQ(reuse.seqs.size(), 3u);  // request 2 decodes beside them
+  EXPECT_EQ(reuse.seqs[1].id, 3u);
+  EXPECT_EQ(reuse.seqs[1].n_cached, 6);
+  EXPECT_EQ(
+      std::vector<int32_t>(reuse.seqs[1].kv_slots.begin(), reuse.seqs[1].kv_slots.begin() + 6),
+      std::vector<int32_t>(slots.begin(), slots.begin() + 6));
+  EXPECT_EQ(reuse.seqs[2].id, 4u);
+  EXPECT_EQ(reuse.seqs[2].n_cached, 10);
+}
+
+// A snapshot goes when its slot leaves the radix cache (evicted for a new request's slots), and
+// one that the plan being built restores is never pushed out by a new one.
+TEST(GroupScheduler, SnapshotsGoWithTheirSlotsAndStayWhileRestored) {
+  GroupScheduler s(
+      16, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 1, .min_snapshot_tokens = 2});
+  s.enqueue(request_for(1, iota_tokens(1, 10), 3));
+  const runtime::GroupPlan first = step(s);
+  ASSERT_EQ(first.seqs.size(), 1u);
+  const int32_t key = first.seqs[0].kv_slots[9];
+  s.remove(1);
+  s.take_snapshot_ops();
+  std::vector<int32_t> longer = iota_tokens(1, 10);
+  longer.push_back(70);
+  s.enqueue(request_for(2, longer, 1));
+  const runtime::GroupPlan restored = step(s);
+  ASSERT_EQ(restored.seqs.size(), 1u);
+  EXPECT_EQ(restored.seqs[0].n_cached, 10);
+  EXPECT_EQ(restored.seqs[0].snapshot_key, -1);  // the only snapshot is in use
+  EXPECT_TRUE(s.take_snapshot_ops().empty());
+  s.remove(2);
+  s.take_snapshot_ops();
+  s.enqueue(request_for(3, iota_tokens(40, 49), 1));  // 10 new slots: the cached ones go
+  step(s);
+  const std::vector<runtime::SnapshotOp> ops = s.take_snapshot_ops();
+  ASSERT_FALSE(ops.empty());
+  EXPECT_EQ(ops[0].key, key);
+  EXPECT_EQ(ops[0].keep, 0);
+}
+
 }  // namespace
 }  // namespace mlaserve::sched

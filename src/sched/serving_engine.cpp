@@ -427,6 +427,7 @@ void ServingEngine::publish_status() {
                       {"outstanding_tokens", s.outstanding_tokens()},
                       {"kv_used_tokens", s.kv_used()},
                       {"radix_cached_tokens", s.cached_tokens()},
+                      {"prefix_snapshots", s.snapshots()},
                       {"retractions", s.retractions()},
                       {"kv_capacity_tokens", s.kv_capacity()}});
     running += static_cast<int64_t>(s.running().size());
