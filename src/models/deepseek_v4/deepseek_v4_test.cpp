@@ -14,6 +14,7 @@
 #include "models/deepseek_v4/config.h"
 #include "models/deepseek_v4/footprint.h"
 #include "models/deepseek_v4/hyper_connections.h"
+#include "models/deepseek_v4/kv_store.h"
 #include "models/deepseek_v4/model.h"
 #include "models/deepseek_v4/random_model.h"
 #include "support/command.h"
@@ -216,6 +217,48 @@ TEST_F(V4Forward, DecodeAndChunksEqualPrefill) {
       }
     }
   }
+}
+
+// The store's prefix snapshots: a request restored from one continues exactly as the sequence it
+// was taken from, the two share the prefix's compressed entries (the pools hold them once), and
+// the pools empty when the requests and the snapshot go.
+TEST_F(V4Forward, SnapshotsContinueAsTheirSequenceAndShareItsEntries) {
+  DeepseekV4Model model(make(true), model::WeightFormat(kernels::WeightType::F32));
+  const std::vector<int32_t> ids = prompt(171, model.config().vocab_size, 21);
+  std::vector<int32_t> slots(ids.size());
+  std::iota(slots.begin(), slots.end(), 0);
+  const std::unique_ptr<model::KvStore> kv = model.new_kv_store(1000, KvDtype::Float32);
+  auto& store = static_cast<V4KvStore&>(*kv);
+  model::SingleRankComm comm;
+  // Request id runs tokens [first, first + n) after the first ones; the last row's logits.
+  auto run = [&](uint64_t id, int64_t first, int64_t n) {
+    model::StepInput in;
+    in.tokens.assign(ids.begin() + first, ids.begin() + first + n);
+    for (int64_t t = 0; t < n; ++t) in.positions.push_back(static_cast<int32_t>(first + t));
+    in.seqs.push_back({n, first, std::span(slots).first(static_cast<size_t>(first + n)), id});
+    in.logit_rows = {n - 1};
+    return model.forward(in, store, comm);
+  };
+  run(1, 0, 150);
+  store.snapshot(1, 150, slots[149], false);
+  const int64_t prefix_rows = store.pooled_rows();
+  EXPECT_GT(prefix_rows, 0);
+  const std::vector<float> want = run(1, 150, 20);
+  const int64_t own_rows = store.pooled_rows() - prefix_rows;
+  EXPECT_GT(own_rows, 0);
+  const std::vector<float> got = run(2, 150, 20);  // from the snapshot
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(store.pooled_rows(), prefix_rows + 2 * own_rows);  // the prefix's rows once
+  store.snapshot(2, 170, slots[169], true);  // request 2's state itself becomes a snapshot
+  EXPECT_EQ(store.sequences(), 1u);
+  EXPECT_EQ(store.snapshots(), 2u);
+  EXPECT_EQ(run(3, 170, 1), run(1, 170, 1));  // request 3 continues from request 2's state
+  store.release(1);
+  store.release(3);
+  store.drop_snapshot(slots[149]);
+  store.drop_snapshot(slots[169]);
+  EXPECT_EQ(store.pooled_rows(), 0);
+  EXPECT_THROW(run(4, 150, 1), std::exception);  // no state, no snapshot
 }
 
 // A bf16 cache (the rows a server keeps by default) moves the logits little from float32's.
