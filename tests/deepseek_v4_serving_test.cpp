@@ -286,7 +286,9 @@ TEST_P(DeepseekV4PrefixReuse, SnapshotsKeepOutputs) {
     }
     ++i;
   }
-  for (const json& group : server.call("/get_server_info")["engine"]["groups"]) {
+  const json groups = server.call("/get_server_info")["engine"]["load"];
+  ASSERT_FALSE(groups.empty());
+  for (const json& group : groups) {
     EXPECT_GT(group["prefix_snapshots"].get<int64_t>(), 0) << group.dump();
     if (few_snapshots) {
       EXPECT_LE(group["prefix_snapshots"].get<int64_t>(), 2) << group.dump();
