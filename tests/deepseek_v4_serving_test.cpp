@@ -286,14 +286,16 @@ TEST_P(DeepseekV4PrefixReuse, SnapshotsKeepOutputs) {
     }
     ++i;
   }
+  // (The cache-aware balancer may have sent every request to the group holding the prefix.)
   const json groups = server.call("/get_server_info")["engine"]["load"];
-  ASSERT_FALSE(groups.empty());
+  int64_t snapshots = 0;
   for (const json& group : groups) {
-    EXPECT_GT(group["prefix_snapshots"].get<int64_t>(), 0) << group.dump();
+    snapshots += group["prefix_snapshots"].get<int64_t>();
     if (few_snapshots) {
       EXPECT_LE(group["prefix_snapshots"].get<int64_t>(), 2) << group.dump();
     }
   }
+  EXPECT_GT(snapshots, 0) << groups.dump();
 }
 
 // One rank; the KV rows in bf16; two snapshots per group at most (least recently used ones go,
