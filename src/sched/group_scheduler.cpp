@@ -86,6 +86,22 @@ int64_t GroupScheduler::cached_prefix_length(const ActiveRequest& r) {
   return reusable_length(match_cached_prefix(r));
 }
 
+// A running request's prefill is about to snapshot a longer part of this match than the
+// longest snapshot there is (a burst of requests sharing a new prefix): waiting for it costs a
+// step or a few, computing the prefix again costs its whole prefill.
+bool GroupScheduler::awaits_snapshot(const cache::RadixCache::Match& match, int64_t n_match) const {
+  if (!snapshots_on()) return false;
+  std::vector<int32_t> pending;  // keys of snapshots made by this plan or by a prefill to come
+  for (const auto& running : running_)
+    if (running->snapshot_at > 0) pending.push_back(running->snapshot_key);
+  for (const auto& [key, snapshot] : snapshots_)
+    if (snapshot.made == plans_) pending.push_back(key);
+  if (pending.empty()) return false;
+  return std::any_of(match.slots.begin() + n_match, match.slots.end(), [&](int32_t slot) {
+    return std::find(pending.begin(), pending.end(), slot) != pending.end();
+  });
+}
+
 bool GroupScheduler::add_snapshot(int32_t key, int64_t n_tokens) {
   if (n_tokens < limits_.min_snapshot_tokens) return false;
   if (!snapshots_.contains(key) &&
@@ -159,6 +175,7 @@ void GroupScheduler::order_waiting() {
 bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
   cache::RadixCache::Match match = match_cached_prefix(r);
   const int64_t n_match = reusable_length(match);
+  if (awaits_snapshot(match, n_match)) return false;
   const int64_t extend = r.prefill_len - n_match;
   if (match.last) cache_.lock(match.last);
   if (extend > prefill_budget ||
