@@ -29,9 +29,11 @@ struct ActiveRequest {
   int64_t n_prefilled = 0;
   int64_t prefill_len = 0;
   int64_t cached_tokens = 0;  // prompt tokens reused from the radix cache at first admission
-  // Prefix snapshots: where the cached prefix went further than its longest snapshot, the
-  // prefill stops at the prefix's end (snapshot_at) once, for a snapshot under the radix cache's
-  // slot of its last token, so that the next request sharing it continues from there.
+  // Prefix snapshots: where the cached prefix went further than its longest snapshot, or the
+  // prompt shares a longer prefix with a waiting request, the prefill stops at the prefix's end
+  // (snapshot_at) once, for a snapshot under the radix cache's slot of its last token (-1: r's
+  // own, the prefix entering the cache then), so that the next request sharing it continues
+  // from there.
   int64_t snapshot_at = 0;
   int32_t snapshot_key = -1;
   std::chrono::steady_clock::time_point admitted;  // first admission

@@ -93,7 +93,8 @@ bool GroupScheduler::awaits_snapshot(const cache::RadixCache::Match& match, int6
   if (!snapshots_on()) return false;
   std::vector<int32_t> pending;  // keys of snapshots made by this plan or by a prefill to come
   for (const auto& running : running_)
-    if (running->snapshot_at > 0) pending.push_back(running->snapshot_key);
+    if (running->snapshot_at > 0 && running->snapshot_key >= 0)
+      pending.push_back(running->snapshot_key);
   for (const auto& [key, snapshot] : snapshots_)
     if (snapshot.made == plans_) pending.push_back(key);
   if (pending.empty()) return false;
@@ -184,11 +185,14 @@ bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
     return false;
   }
   // Where the cached prefix goes further than its snapshot, the prefill will snapshot its end
-  // under the cache's slot (which match.last's lock keeps while r runs).
+  // under the cache's slot (which match.last's lock keeps while r runs); where r shares more
+  // with a waiting request, it snapshots that under its own slot, published to the cache then.
   const auto n_cached = static_cast<int64_t>(match.slots.size());
-  const bool snapshot = n_cached > n_match && n_cached >= limits_.min_snapshot_tokens;
-  r.snapshot_at = snapshot ? n_cached : 0;
-  r.snapshot_key = snapshot ? match.slots.back() : -1;
+  const int64_t shared = snapshots_on() ? prefix_shared_with_waiting(r) : 0;
+  const int64_t at = std::max(n_cached, shared);
+  const bool snapshot = at > n_match && at >= limits_.min_snapshot_tokens;
+  r.snapshot_at = snapshot ? at : 0;
+  r.snapshot_key = snapshot && at == n_cached ? match.slots.back() : -1;
   if (n_match > 0 && snapshots_on())
     snapshots_[match.slots[static_cast<size_t>(n_match - 1)]].used = plans_;
   match.slots.resize(static_cast<size_t>(n_match));
@@ -277,20 +281,57 @@ runtime::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t
   return p;
 }
 
-// With snapshots, a chunk ending at r's snapshot point or at its prefill's end leaves the
-// sequence's state there as a snapshot: at the first, under the cache's slot; at the second,
-// under r's own (the cache takes it when r ends), so that a request repeating r's prompt, or
-// continuing it, starts from there.
-void GroupScheduler::snapshot_prefill(ActiveRequest& r, runtime::PlannedSequence& p) {
-  if (!snapshots_on()) return;
-  int32_t key = -1;
-  if (r.n_prefilled == r.snapshot_at) {
-    key = r.snapshot_key;
-    r.snapshot_at = 0;
-  } else if (r.prefill_done()) {
-    key = r.slots[static_cast<size_t>(r.n_prefilled - 1)];
+// The longest prefix r's prefill shares with another waiting request's (of the same cache salt),
+// short of either's last token; the first 128 waiting requests are looked at.
+int64_t GroupScheduler::prefix_shared_with_waiting(const ActiveRequest& r) const {
+  constexpr size_t kMaxLooked = 128;
+  int64_t longest = 0;
+  for (size_t i = 0; i < std::min(waiting_.size(), kMaxLooked); ++i) {
+    const ActiveRequest& w = *waiting_[i];
+    if (&w == &r || w.request.cache_salt != r.request.cache_salt) continue;
+    const int64_t limit = std::min(r.prefill_len, w.fill_len()) - 1;
+    int64_t k = 0;
+    while (k < limit && r.fill_token(k) == w.fill_token(k)) ++k;
+    longest = std::max(longest, k);
   }
-  if (key >= 0 && add_snapshot(key, r.n_prefilled)) p.snapshot_key = key;
+  return longest;
+}
+
+// The first n fill tokens of r, which the step being planned completes, enter the radix cache
+// now, locked by r (SGLang's cache_unfinished_req), so that the requests admitted after it can
+// find them. Only with snapshots: a match is then read from a snapshot made after the step, never
+// from rows the step is still writing. Slots of r's the cache already held others for are
+// duplicates: freed, r takes the cache's.
+void GroupScheduler::publish_prefix(ActiveRequest& r, int64_t n) {
+  const std::vector<int32_t> tokens = r.fill_tokens(0, n);
+  const int64_t cached =
+      cache_.insert(tokens, std::span(r.slots).first(static_cast<size_t>(n)), r.request.cache_salt);
+  const cache::RadixCache::Match held = cache_.match_prefix(tokens, r.request.cache_salt);
+  for (auto k = static_cast<size_t>(r.n_prefix_slots); k < static_cast<size_t>(cached); ++k) {
+    if (r.slots[k] == held.slots[k]) continue;
+    free_slots(std::span(&r.slots[k], 1));
+    r.slots[k] = held.slots[k];
+  }
+  cache_.lock(held.last);
+  if (r.prefix_node) cache_.unlock(r.prefix_node);
+  r.prefix_node = held.last;
+  r.n_prefix_slots = n;
+}
+
+// With snapshots, a chunk ending at r's snapshot point or at its prefill's end leaves the
+// sequence's state there as a snapshot: at a cached prefix's end, under the cache's slot; else
+// under r's own, its prefix entering the cache now (publish_prefix). So a request repeating r's
+// prompt, continuing it or sharing its start, even while r still runs, continues from there.
+void GroupScheduler::snapshot_prefill(ActiveRequest& r, runtime::PlannedSequence& p) {
+  const int64_t n = r.n_prefilled;
+  const bool branch = n == r.snapshot_at;
+  if (!snapshots_on() || (!branch && !r.prefill_done())) return;
+  if (branch) r.snapshot_at = 0;
+  if (n < limits_.min_snapshot_tokens) return;
+  const bool own = !branch || r.snapshot_key < 0;
+  if (own) publish_prefix(r, n);
+  const int32_t key = own ? r.slots[static_cast<size_t>(n - 1)] : r.snapshot_key;
+  if (add_snapshot(key, n)) p.snapshot_key = key;
 }
 
 // Runs r's last sampled token, whose latent goes to a newly allocated slot; with speculation,

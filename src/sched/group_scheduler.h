@@ -94,6 +94,8 @@ class GroupScheduler {
   bool add_snapshot(int32_t key, int64_t n_tokens);
   void free_slots(std::span<const int32_t> slots);  // their snapshots go too
   void snapshot_prefill(ActiveRequest& r, runtime::PlannedSequence& p);
+  int64_t prefix_shared_with_waiting(const ActiveRequest& r) const;
+  void publish_prefix(ActiveRequest& r, int64_t n);
   int64_t available() const { return slots_.free_slots() + cache_.evictable_tokens(); }
   int64_t expected_new_tokens(const ActiveRequest& r) const;
   int64_t decode_reservation() const;

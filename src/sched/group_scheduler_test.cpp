@@ -434,18 +434,19 @@ std::vector<int32_t> iota_tokens(int32_t first, int32_t last) {
 // stops its prefill at the shared part once, so that the next one continues from there.
 TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
   GroupScheduler s(
-      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 4, .min_snapshot_tokens = 2});
+      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 8, .min_snapshot_tokens = 2});
   s.enqueue(request_for(1, iota_tokens(1, 10), 3));
   const runtime::GroupPlan first = step(s);
   ASSERT_EQ(first.seqs.size(), 1u);
   const std::vector<int32_t> slots = first.seqs[0].kv_slots;
   EXPECT_EQ(first.seqs[0].snapshot_key, slots[9]);  // the prompt's end
-  s.remove(1);                                      // its state becomes that snapshot
+  const runtime::GroupPlan decode = step(s);
+  s.remove(1);  // its state after the decode becomes a snapshot
   const std::vector<runtime::SnapshotOp> ops = s.take_snapshot_ops();
   ASSERT_EQ(ops.size(), 1u);
   EXPECT_EQ(ops[0].id, 1u);
-  EXPECT_EQ(ops[0].n_tokens, 10);
-  EXPECT_EQ(ops[0].key, slots[9]);
+  EXPECT_EQ(ops[0].n_tokens, 11);
+  EXPECT_EQ(ops[0].key, decode.seqs[0].kv_slots[10]);
   EXPECT_EQ(ops[0].keep, 1);
 
   // 6 tokens shared, no snapshot there: the prefill stops after them for one.
@@ -480,6 +481,30 @@ TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
       std::vector<int32_t>(slots.begin(), slots.begin() + 6));
   EXPECT_EQ(reuse.seqs[2].id, 4u);
   EXPECT_EQ(reuse.seqs[2].n_cached, 10);
+}
+
+// A burst sharing a prefix nobody has computed: the first request stops its prefill where it
+// shares the most with a waiting one and publishes that prefix with a snapshot; the other waits
+// for the step that makes it, then continues from it.
+TEST(GroupScheduler, ABurstSharingANewPrefixComputesItOnce) {
+  GroupScheduler s(
+      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 8, .min_snapshot_tokens = 2});
+  std::vector<int32_t> a = iota_tokens(1, 8), b = iota_tokens(1, 8);
+  a.insert(a.end(), {50, 51});
+  b.push_back(60);
+  s.enqueue(request_for(1, a, 2));
+  s.enqueue(request_for(2, b, 2));
+  const runtime::GroupPlan first = step(s);
+  ASSERT_EQ(first.seqs.size(), 1u);  // request 2 waits for the snapshot
+  EXPECT_EQ(first.seqs[0].new_tokens.size(), 8u);
+  EXPECT_EQ(first.seqs[0].snapshot_key, first.seqs[0].kv_slots[7]);
+  const runtime::GroupPlan second = step(s);
+  ASSERT_EQ(second.seqs.size(), 2u);
+  EXPECT_EQ(second.seqs[0].id, 1u);
+  EXPECT_EQ(second.seqs[0].n_cached, 8);
+  EXPECT_EQ(second.seqs[1].id, 2u);
+  EXPECT_EQ(second.seqs[1].n_cached, 8);
+  EXPECT_EQ(second.seqs[1].kv_slots[7], first.seqs[0].kv_slots[7]);
 }
 
 // A snapshot goes when its slot leaves the radix cache (evicted for a new request's slots), and
