@@ -9,21 +9,15 @@
 #   bench/prefix_reuse.sh build/src/tools/mlaserve /tmp/bench-v4 /tmp/bench-tok 16 4 2048 2
 set -euo pipefail
 bin=$1 model=$2 tokenizer=$3 prompts=$4 concurrency=$5 prefix_len=$6 groups=$7
+# shellcheck source=bench/serve_lib.sh
+source "$(dirname "$0")/serve_lib.sh"
 report='import json, sys
 e = json.load(sys.stdin)["engine"]
 print("   radix-cached tokens, snapshots per group:",
       [(g["radix_cached_tokens"], g.get("prefix_snapshots", 0)) for g in e["load"]])'
 for flags in "--disable-radix-cache" ""; do
   port=$((30200 + RANDOM % 500))
-  log=$(mktemp)
-  # shellcheck disable=SC2086  # the flags are a word list
-  "$bin" serve --model "$model" --tokenizer "$tokenizer" --port "$port" $flags >"$log" 2>&1 &
-  server=$!
-  for _ in $(seq 600); do
-    grep -q "listening on" "$log" && break
-    kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
-    sleep 0.5
-  done
+  start_server "$bin" "$model" "$tokenizer" "$port" "$flags"
   echo "== serve ${flags:-(radix cache on)} (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   "$bin" bench-serving --base-url "http://127.0.0.1:$port" --backend mlaserve \
     --tokenizer "$tokenizer" --dataset shared-prefix --shared-prefix-len "$prefix_len" \
@@ -32,7 +26,5 @@ for flags in "--disable-radix-cache" ""; do
     --max-concurrency "$concurrency" --seed 7 --output-file /dev/null 2>/dev/null |
     sed -n '/Serving Benchmark Result/,/^=*$/p' | grep -E "duration|throughput|TTFT"
   curl -s "127.0.0.1:$port/get_server_info" | python3 -c "$report"
-  kill -TERM $server
-  wait $server || true
-  rm -f "$log"
+  stop_server
 done

@@ -10,16 +10,10 @@
 set -euo pipefail
 bin=$1 model=$2 tokenizer=$3 flags=$4 concurrencies=$5 prompts=$6 input_len=$7 output_len=$8
 port=${PORT:-30123}
-log=$(mktemp)
-# shellcheck disable=SC2086  # the flags are a word list
-"$bin" serve --model "$model" --tokenizer "$tokenizer" --port "$port" $flags >"$log" 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 600); do
-  grep -q "listening on" "$log" && break
-  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
-  sleep 0.5
-done
+# shellcheck source=bench/serve_lib.sh
+source "$(dirname "$0")/serve_lib.sh"
+start_server "$bin" "$model" "$tokenizer" "$port" "$flags"
+trap stop_server EXIT
 echo "== serve $flags (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 report='import json, sys
 e = json.load(sys.stdin)["engine"]

@@ -42,6 +42,15 @@ class DeepseekV4Serving : public ::testing::Test {
 };
 TempDir* DeepseekV4Serving::dir_ = nullptr;
 
+// A parameterised test's name from its flags: their letters and digits.
+std::string flags_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name;
+  for (const char c : info.param) {
+    if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  }
+  return name;
+}
+
 // Prompts of 1, 40 and 150 tokens (past the 8-token window, CSA's top-4 entries and HCA's first
 // 128-token entry), 6 greedy tokens each, under `layout`.
 void expect_eval_matches_reference(const std::filesystem::path& model, const std::string& layout) {
@@ -94,13 +103,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "--tp 4 --dp 4 --enable-dp-attention --enable-ep-moe",
                       "--tp 4 --dp 2 --enable-dp-attention --dp-padding max_len",
                       "--tp 4 --dp 4 --enable-dp-attention --dp-padding exact"),
-    [](const auto& info) {
-      std::string name;
-      for (const char c : info.param) {
-        if (std::isalnum(static_cast<unsigned char>(c))) name += c;
-      }
-      return name;
-    });
+    flags_name);
 
 // 32 concurrent requests, prompts chunked 64 tokens at a time beside the decodes.
 TEST_F(DeepseekV4Serving, ConcurrentRequestsEqualTheirAloneOutputs) {
@@ -306,13 +309,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("--chunked-prefill-size 64", "--kv-cache-dtype bfloat16",
                       "--max-running-requests 2",
                       "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear"),
-    [](const auto& info) {
-      std::string name;
-      for (const char c : info.param) {
-        if (std::isalnum(static_cast<unsigned char>(c))) name += c;
-      }
-      return name;
-    });
+    flags_name);
 
 // A layout that would leave a rank without a share is refused before loading, naming the fix:
 // 4 attention ranks for the model's 2 output groups of heads.
