@@ -12,6 +12,10 @@
 #
 # Environment (the e2e test tests/soak_test.cpp runs a small soak through these):
 #   MLASERVE_BIN      the binary (default build/src/tools/mlaserve)
+#   SOAK_MODEL        the model served (default models/brown-tiny; a made DeepSeek-V4 model with
+#                     brown-tiny's tokenizer soaks V4's prefix snapshots)
+#   SOAK_DATASET      bench-serving's dataset flags (default "--dataset random"; e.g. "--dataset
+#                     shared-prefix --shared-prefix-len 200 --num-groups 4" for prefix reuse)
 #   SOAK_LAYOUT       serve's parallel flags (default "--tp 4 --dp 2 --enable-dp-attention")
 #   SOAK_KV_TOKENS    --max-total-tokens, each DP group's KV pool (default 3072)
 #   SOAK_INPUT_LEN    longest prompt (default 400; the shortest is 1/16 of it)
@@ -38,6 +42,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REQUESTS=${1:-2000}
+MODEL=${SOAK_MODEL:-models/brown-tiny}
+DATASET=${SOAK_DATASET:---dataset random}
 CONCURRENCY=${2:-64}
 BIN=${MLASERVE_BIN:-build/src/tools/mlaserve}
 LAYOUT=${SOAK_LAYOUT:---tp 4 --dp 2 --enable-dp-attention}
@@ -80,7 +86,7 @@ trap 'exit 130' INT TERM
 # Control requests (abort, flush, info) must not queue behind the streams that hold every HTTP
 # thread, so the server gets a few threads more than the client's concurrency.
 # shellcheck disable=SC2086  # LAYOUT is a word list
-setsid "$BIN" serve --model models/brown-tiny --port 0 --enable-deterministic-inference \
+setsid "$BIN" serve --model "$MODEL" --port 0 --enable-deterministic-inference \
   --max-total-tokens "$KV_TOKENS" \
   --http-threads $((CONCURRENCY + 16)) $LAYOUT \
   >"$OUT/server.log" 2>&1 &
@@ -127,7 +133,8 @@ fd_count() {
 
 # bench-serving with this soak's traffic; $1: requests, $2: seed, $3: file prefix.
 bench() {
-  "$BIN" bench-serving --base-url "$URL" --backend mlaserve --dataset random \
+  # shellcheck disable=SC2086  # DATASET is a word list
+  "$BIN" bench-serving --base-url "$URL" --backend mlaserve $DATASET \
     --num-prompts "$1" --random-input-len "$INPUT_LEN" --random-output-len "$OUTPUT_LEN" \
     --random-range-ratio 0.0625 --request-rate inf --max-concurrency "$CONCURRENCY" \
     --stream-fraction 0.5 --disconnect-fraction 0.05 --abort-fraction 0.05 --seed "$2" \
