@@ -27,7 +27,7 @@ struct ModelSizing {
   int64_t layers = 0, hidden_size = 0, vocab_size = 0;
   int64_t routed_experts = 0, experts_per_token = 0;
   // KV per token of context, and per running request whatever its length (V4's windows and
-  // compressor state; 0 for MLA's latent rows).
+  // compressor state, for the request and a prefix snapshot; 0 for MLA's latent rows).
   int64_t kv_bytes_per_token = 0, kv_bytes_per_request = 0;
   // Throws, saying why, when the layout leaves a rank without a share of the model.
   std::function<void(const RankLayout&)> check_layout;

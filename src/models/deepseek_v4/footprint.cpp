@@ -160,7 +160,9 @@ model::ModelSizing sizing(const V4Config& c, const model::WeightFormat& format, 
   s.experts_per_token = c.router.top_k;
   const V4KvCapacity kv = kv_capacity(c, kv_dtype, 0, 0);
   s.kv_bytes_per_token = kv.bytes_per_token;
-  s.kv_bytes_per_request = kv.bytes_per_sequence;
+  // Each running request's window and compressor state, and a prefix snapshot of the same size
+  // (serve reserves one per request the group may run, unless --disable-radix-cache).
+  s.kv_bytes_per_request = 2 * kv.bytes_per_sequence;
   s.check_layout = [c](const model::RankLayout& layout) { check_layout(c, layout); };
   s.rank = [c, format](const model::RankLayout& layout) {
     const Counter n = count_weights(c, format, layout);
