@@ -36,6 +36,7 @@ struct ActiveRequest {
   // from there.
   int64_t snapshot_at = 0;
   int32_t snapshot_key = -1;
+  uint64_t chunk_planned = 0;  // the scheduler's plan that last ran a prompt chunk of r
   std::chrono::steady_clock::time_point admitted;  // first admission
   int retractions = 0;
   // NEXTN speculation (0: off for this request): tokens drafted per step, the drafts the next

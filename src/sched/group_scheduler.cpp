@@ -86,6 +86,23 @@ int64_t GroupScheduler::cached_prefix_length(const ActiveRequest& r) {
   return reusable_length(match_cached_prefix(r));
 }
 
+// A request prefilling in the plan being built computes a longer prefix that r shares (a burst
+// arriving together): r waits a step for it to enter the radix cache (publish_prefix, at the next
+// plan) rather than computing it too. Shares under 64 tokens more than r's match are not worth
+// the step.
+bool GroupScheduler::shares_a_prefill_in_flight(const ActiveRequest& r, int64_t n_match) const {
+  constexpr int64_t kMinGain = 64;
+  for (const auto& running : running_) {
+    if (running->chunk_planned != plans_ || running->request.cache_salt != r.request.cache_salt)
+      continue;
+    const int64_t limit = std::min(running->n_prefilled, r.prefill_len - 1);
+    int64_t k = 0;
+    while (k < limit && running->fill_token(k) == r.fill_token(k)) ++k;
+    if (k >= n_match + kMinGain) return true;
+  }
+  return false;
+}
+
 // A running request's prefill is about to snapshot a longer part of this match than the
 // longest snapshot there is (a burst of requests sharing a new prefix): waiting for it costs a
 // step or a few, computing the prefix again costs its whole prefill.
@@ -176,7 +193,8 @@ void GroupScheduler::order_waiting() {
 bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
   cache::RadixCache::Match match = match_cached_prefix(r);
   const int64_t n_match = reusable_length(match);
-  if (awaits_snapshot(match, n_match)) return false;
+  if (snapshots_on() ? awaits_snapshot(match, n_match) : shares_a_prefill_in_flight(r, n_match))
+    return false;
   const int64_t extend = r.prefill_len - n_match;
   if (match.last) cache_.lock(match.last);
   if (extend > prefill_budget ||
@@ -266,6 +284,7 @@ runtime::PlannedSequence GroupScheduler::prefill_chunk(ActiveRequest& r, int64_t
   p.new_tokens = r.fill_tokens(r.n_prefilled, r.n_prefilled + n);
   p.kv_slots.assign(r.slots.begin(), r.slots.begin() + r.n_prefilled + n);
   r.n_prefilled += n;
+  r.chunk_planned = plans_;
   snapshot_prefill(r, p);
   p.sample = r.prefill_done();
   p.sampling = r.request.sampling;
@@ -297,11 +316,12 @@ int64_t GroupScheduler::prefix_shared_with_waiting(const ActiveRequest& r) const
   return longest;
 }
 
-// The first n fill tokens of r, which the step being planned completes, enter the radix cache
-// now, locked by r (SGLang's cache_unfinished_req), so that the requests admitted after it can
-// find them. Only with snapshots: a match is then read from a snapshot made after the step, never
-// from rows the step is still writing. Slots of r's the cache already held others for are
-// duplicates: freed, r takes the cache's.
+// The first n fill tokens of r enter the radix cache now, locked by r (SGLang's
+// cache_unfinished_req), so that the requests admitted after it can find them: tokens the last
+// step computed, or with snapshots tokens the step being planned completes (a match is then read
+// from a snapshot made after the step, never from rows the step is still writing). Slots of r's
+// the cache already held others for are duplicates: freed, r takes the cache's (the same tokens'
+// rows).
 void GroupScheduler::publish_prefix(ActiveRequest& r, int64_t n) {
   const std::vector<int32_t> tokens = r.fill_tokens(0, n);
   const int64_t cached =
@@ -464,6 +484,13 @@ runtime::GroupPlan GroupScheduler::plan_step(int64_t prefill_budget) {
   planned_decode_tokens_ = 0;
   plans_ += 1;
   for (auto& r : running_) trim_speculation(*r);
+  // The prompt chunks the last step ran enter the radix cache, so that requests admitted from
+  // now on reuse them while their requests still run (with snapshots, publish_prefix runs when a
+  // snapshot is planned instead).
+  if (limits_.radix_cache && !snapshots_on()) {
+    for (auto& r : running_)
+      if (r->n_prefilled > r->n_prefix_slots) publish_prefix(*r, r->n_prefilled);
+  }
   if (limits_.priority) preempt_for_priority();
   // A waiting request that outranks every running one prefills in a step of its own: its first
   // token then waits for its prefill alone, not for the running requests' decodes too.

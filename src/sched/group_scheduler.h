@@ -89,6 +89,7 @@ class GroupScheduler {
   int64_t reusable_length(const cache::RadixCache::Match& match) const;
   bool snapshots_on() const { return limits_.radix_cache && limits_.max_snapshots > 0; }
   bool awaits_snapshot(const cache::RadixCache::Match& match, int64_t n_match) const;
+  bool shares_a_prefill_in_flight(const ActiveRequest& r, int64_t n_match) const;
   // Registers a snapshot of n_tokens under key, made in the plan being built; false when every
   // snapshot is in use by it (then none is made).
   bool add_snapshot(int32_t key, int64_t n_tokens);

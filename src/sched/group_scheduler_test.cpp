@@ -507,6 +507,28 @@ TEST(GroupScheduler, ABurstSharingANewPrefixComputesItOnce) {
   EXPECT_EQ(second.seqs[1].kv_slots[7], first.seqs[0].kv_slots[7]);
 }
 
+// Without snapshots (rows per slot), a prompt enters the radix cache once its chunks have run,
+// and a request arriving together with one computing a longer prefix it shares waits a step for
+// it instead of computing it too.
+TEST(GroupScheduler, ABurstReusesThePrefixARunningRequestComputed) {
+  GroupScheduler s(1000, {.chunk_tokens = 200, .max_running = 8});
+  std::vector<int32_t> a = iota_tokens(1, 100), b = iota_tokens(1, 100);
+  a.push_back(500);
+  b.push_back(600);
+  s.enqueue(request_for(1, a, 4));
+  s.enqueue(request_for(2, b, 4));
+  const runtime::GroupPlan first = step(s);
+  ASSERT_EQ(first.seqs.size(), 1u);  // request 2 waits
+  const runtime::GroupPlan second = step(s);
+  ASSERT_EQ(second.seqs.size(), 2u);  // request 1 decodes beside it
+  EXPECT_EQ(second.seqs[1].id, 2u);
+  EXPECT_EQ(second.seqs[1].n_cached, 100);
+  EXPECT_EQ(
+      std::vector<int32_t>(second.seqs[1].kv_slots.begin(), second.seqs[1].kv_slots.begin() + 100),
+      std::vector<int32_t>(first.seqs[0].kv_slots.begin(), first.seqs[0].kv_slots.begin() + 100));
+  EXPECT_EQ(s.cached_tokens(), 101);  // request 1's prompt, locked while it runs
+}
+
 // A snapshot goes when its slot leaves the radix cache (evicted for a new request's slots), and
 // one that the plan being built restores is never pushed out by a new one.
 TEST(GroupScheduler, SnapshotsGoWithTheirSlotsAndStayWhileRestored) {
