@@ -120,19 +120,27 @@ bool GroupScheduler::awaits_snapshot(const cache::RadixCache::Match& match, int6
   });
 }
 
-bool GroupScheduler::add_snapshot(int32_t key, int64_t n_tokens) {
+bool GroupScheduler::add_snapshot(int32_t key, int64_t n_tokens, bool shared) {
   if (n_tokens < limits_.min_snapshot_tokens) return false;
   if (!snapshots_.contains(key) &&
       static_cast<int64_t>(snapshots_.size()) >= limits_.max_snapshots) {
-    // The least recently used goes, unless this plan uses it (a restore, or made now).
-    auto lru = std::min_element(
-        snapshots_.begin(), snapshots_.end(),
-        [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
-    if (lru->second.used == plans_) return false;
-    snapshot_ops_.push_back({.key = lru->first});
-    snapshots_.erase(lru);
+    // One no other request has shared goes first (a request's own prompt-end or final state,
+    // most of which nobody asks for again), then the least recently used; never one this plan
+    // uses (a restore, or made now). So a shared system prompt's snapshot outlives the
+    // requests' own.
+    auto victim = snapshots_.end();
+    for (auto it = snapshots_.begin(); it != snapshots_.end(); ++it) {
+      const Snapshot& s = it->second;
+      if (s.used == plans_) continue;
+      if (victim == snapshots_.end() ||
+          std::pair(s.shared, s.used) < std::pair(victim->second.shared, victim->second.used))
+        victim = it;
+    }
+    if (victim == snapshots_.end()) return false;
+    snapshot_ops_.push_back({.key = victim->first});
+    snapshots_.erase(victim);
   }
-  snapshots_[key] = {n_tokens, plans_, plans_};
+  snapshots_[key] = {n_tokens, plans_, plans_, shared};
   return true;
 }
 
@@ -211,8 +219,11 @@ bool GroupScheduler::try_admit(ActiveRequest& r, int64_t prefill_budget) {
   const bool snapshot = at > n_match && at >= limits_.min_snapshot_tokens;
   r.snapshot_at = snapshot ? at : 0;
   r.snapshot_key = snapshot && at == n_cached ? match.slots.back() : -1;
-  if (n_match > 0 && snapshots_on())
-    snapshots_[match.slots[static_cast<size_t>(n_match - 1)]].used = plans_;
+  if (n_match > 0 && snapshots_on()) {
+    Snapshot& restored = snapshots_[match.slots[static_cast<size_t>(n_match - 1)]];
+    restored.used = plans_;
+    restored.shared = true;
+  }
   match.slots.resize(static_cast<size_t>(n_match));
   r.slots = std::move(match.slots);
   r.prefix_node = match.last;
@@ -241,7 +252,7 @@ void GroupScheduler::release_kv(ActiveRequest& r) {
     // The request's state after its last computed token becomes that prefix's snapshot (no
     // copy), when the cache now holds that token in r's slot.
     const int32_t last = computed > 0 ? slots[static_cast<size_t>(computed - 1)] : -1;
-    if (snapshots_on() && computed > cached && add_snapshot(last, computed))
+    if (snapshots_on() && computed > cached && add_snapshot(last, computed, false))
       snapshot_ops_.push_back({r.id, computed, last, 1});
     free_slots(slots.subspan(static_cast<size_t>(r.n_prefix_slots),
                              static_cast<size_t>(cached - r.n_prefix_slots)));
@@ -351,7 +362,7 @@ void GroupScheduler::snapshot_prefill(ActiveRequest& r, runtime::PlannedSequence
   const bool own = !branch || r.snapshot_key < 0;
   if (own) publish_prefix(r, n);
   const int32_t key = own ? r.slots[static_cast<size_t>(n - 1)] : r.snapshot_key;
-  if (add_snapshot(key, n)) p.snapshot_key = key;
+  if (add_snapshot(key, n, branch)) p.snapshot_key = key;
 }
 
 // Runs r's last sampled token, whose latent goes to a newly allocated slot; with speculation,

@@ -90,9 +90,10 @@ class GroupScheduler {
   bool snapshots_on() const { return limits_.radix_cache && limits_.max_snapshots > 0; }
   bool awaits_snapshot(const cache::RadixCache::Match& match, int64_t n_match) const;
   bool shares_a_prefill_in_flight(const ActiveRequest& r, int64_t n_match) const;
-  // Registers a snapshot of n_tokens under key, made in the plan being built; false when every
-  // snapshot is in use by it (then none is made).
-  bool add_snapshot(int32_t key, int64_t n_tokens);
+  // Registers a snapshot of n_tokens under key, made in the plan being built (shared: a prefix
+  // that requests share, kept longer); false when every snapshot is in use by it (then none is
+  // made).
+  bool add_snapshot(int32_t key, int64_t n_tokens, bool shared);
   void free_slots(std::span<const int32_t> slots);  // their snapshots go too
   void snapshot_prefill(ActiveRequest& r, runtime::PlannedSequence& p);
   int64_t prefix_shared_with_waiting(const ActiveRequest& r) const;
@@ -132,6 +133,7 @@ class GroupScheduler {
   struct Snapshot {
     int64_t n_tokens = 0;
     uint64_t made = 0, used = 0;
+    bool shared = false;  // made where requests share a prefix, or some request continued from it
   };
   std::unordered_map<int32_t, Snapshot> snapshots_;
   std::vector<runtime::SnapshotOp> snapshot_ops_;
