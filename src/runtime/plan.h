@@ -56,13 +56,16 @@ struct PlannedSequence {
   }
 };
 
-// A change to a group's prefix snapshots, made before the step's forward: keep, the state of
-// released request id (its n_tokens tokens) becomes the snapshot `key`; else snapshot `key` goes.
+// A change to a group's prefix snapshots, made before the step's forward. Drop: snapshot `key`
+// goes. Keep: the state of released request id (its n_tokens tokens) becomes snapshot `key`.
+// Forget: released request id's state goes (none was kept; a finished request's goes anyway,
+// this frees a retracted one's before it runs again).
 struct SnapshotOp {
+  enum Kind : int32_t { Drop, Keep, Forget };
   uint64_t id = 0;
   int64_t n_tokens = 0;
   int32_t key = -1;
-  int32_t keep = 0;
+  Kind kind = Drop;
 };
 
 struct GroupPlan {

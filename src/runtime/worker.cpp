@@ -65,10 +65,17 @@ void Worker::apply_snapshot_ops(const StepPlan& plan) {
   const auto group = static_cast<size_t>(topology_.group());
   if (group >= plan.groups.size()) return;  // a plan without groups (shutdown)
   for (const SnapshotOp& op : plan.groups[group].snapshot_ops) {
-    if (op.keep)
-      kv_->snapshot(op.id, op.n_tokens, op.key, true);
-    else
-      kv_->drop_snapshot(op.key);
+    switch (op.kind) {
+      case SnapshotOp::Drop:
+        kv_->drop_snapshot(op.key);
+        break;
+      case SnapshotOp::Keep:
+        kv_->snapshot(op.id, op.n_tokens, op.key, true);
+        break;
+      case SnapshotOp::Forget:
+        kv_->release(op.id);
+        break;
+    }
   }
 }
 

@@ -252,8 +252,11 @@ void GroupScheduler::release_kv(ActiveRequest& r) {
     // The request's state after its last computed token becomes that prefix's snapshot (no
     // copy), when the cache now holds that token in r's slot.
     const int32_t last = computed > 0 ? slots[static_cast<size_t>(computed - 1)] : -1;
-    if (snapshots_on() && computed > cached && add_snapshot(last, computed, false))
-      snapshot_ops_.push_back({r.id, computed, last, 1});
+    if (snapshots_on()) {
+      const bool kept = computed > cached && add_snapshot(last, computed, false);
+      snapshot_ops_.push_back(
+          {r.id, computed, last, kept ? runtime::SnapshotOp::Keep : runtime::SnapshotOp::Forget});
+    }
     free_slots(slots.subspan(static_cast<size_t>(r.n_prefix_slots),
                              static_cast<size_t>(cached - r.n_prefix_slots)));
     keep = computed;

@@ -447,7 +447,7 @@ TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
   EXPECT_EQ(ops[0].id, 1u);
   EXPECT_EQ(ops[0].n_tokens, 11);
   EXPECT_EQ(ops[0].key, decode.seqs[0].kv_slots[10]);
-  EXPECT_EQ(ops[0].keep, 1);
+  EXPECT_EQ(ops[0].kind, runtime::SnapshotOp::Keep);
 
   // 6 tokens shared, no snapshot there: the prefill stops after them for one.
   std::vector<int32_t> branch = iota_tokens(1, 6);
@@ -481,6 +481,20 @@ TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
       std::vector<int32_t>(slots.begin(), slots.begin() + 6));
   EXPECT_EQ(reuse.seqs[2].id, 4u);
   EXPECT_EQ(reuse.seqs[2].n_cached, 10);
+}
+
+// A released request whose state is not kept (the cache already held all its tokens) has it
+// forgotten on the group's ranks, so a retracted request's state does not linger there.
+TEST(GroupScheduler, AReleasedStateNotKeptIsForgotten) {
+  GroupScheduler s(
+      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 4, .min_snapshot_tokens = 2});
+  s.enqueue(request_for(1, iota_tokens(1, 10), 3));
+  step(s);      // the prompt enters the cache with its snapshot
+  s.remove(1);  // nothing computed past it
+  const std::vector<runtime::SnapshotOp> ops = s.take_snapshot_ops();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].kind, runtime::SnapshotOp::Forget);
+  EXPECT_EQ(ops[0].id, 1u);
 }
 
 // A burst sharing a prefix nobody has computed: the first request stops its prefill where it
@@ -555,7 +569,7 @@ TEST(GroupScheduler, SnapshotsGoWithTheirSlotsAndStayWhileRestored) {
   const std::vector<runtime::SnapshotOp> ops = s.take_snapshot_ops();
   ASSERT_FALSE(ops.empty());
   EXPECT_EQ(ops[0].key, key);
-  EXPECT_EQ(ops[0].keep, 0);
+  EXPECT_EQ(ops[0].kind, runtime::SnapshotOp::Drop);
 }
 
 }  // namespace
