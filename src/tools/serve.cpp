@@ -286,8 +286,9 @@ void add_serve(CLI::App& app) {
                   "ships no template)");
   cmd->add_option("--kv-cache-memory", o->kv_cache_mib,
                   "KV cache per rank, in MiB (sets max_total_num_tokens): latent rows per token "
-                  "for DeepSeek-V2/V3; for DeepSeek-V4, --max-running-requests requests' windows "
-                  "and compressor state first, then compressed entries per token")
+                  "for DeepSeek-V2/V3; for DeepSeek-V4, the windows and compressor state of "
+                  "--max-running-requests requests and as many prefix snapshots first (no "
+                  "snapshots with --disable-radix-cache), then compressed entries per token")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--max-total-tokens", o->max_total_tokens,

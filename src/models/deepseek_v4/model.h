@@ -8,8 +8,9 @@
 // Any rank layout (sharding.h): attention data-parallel over DP groups and tensor-parallel over
 // a group's ranks by output groups of heads, the MoE over every rank; what crosses between
 // attention and the MoE is the MoE's input and output rows (hidden wide), not the four streams
-// (model::StepComm's gather_groups / reduce_to_group). The paged pool with prefix reuse and the
-// MTP block come next (docs/DESIGN.md, "DeepSeek-V4"). Activations are float32 between the ops;
+// (model::StepComm's gather_groups / reduce_to_group). Prefixes are reused from snapshots of
+// the caches (kv_store.h); the MTP block comes next (docs/DESIGN.md, "DeepSeek-V4").
+// Activations are float32 between the ops;
 // the matmuls round x to bf16 where the weights' format asks it (--dtype).
 #pragma once
 
