@@ -525,15 +525,16 @@ void WeightLoader::copy_stored_4bit(const TensorInfo& t, const TensorInfo& scale
         std::memcpy(s.exponents.data() + slot,
                     scale.data + row * scale.shape[1] + b.col_begin / group,
                     static_cast<size_t>(s.col_blocks));
-      }
-      for (int64_t j = 0; j < s.col_blocks && !same_bytes; ++j) {
-        const float v = scale_at(scale, row, b.col_begin / group + j);
-        int exponent = 0;
-        if (s.by_exponent && v != 0.0f && std::frexp(v, &exponent) != 0.5f) {
-          fail("{}: '{}' holds {} for a group of FP4 tensor '{}': MXFP4 scales are powers of two",
-               scale.file, scale.name, v, t.name);
+      } else {
+        for (int64_t j = 0; j < s.col_blocks; ++j) {
+          const float v = scale_at(scale, row, b.col_begin / group + j);
+          int exponent = 0;
+          if (s.by_exponent && v != 0.0f && std::frexp(v, &exponent) != 0.5f) {
+            fail("{}: '{}' holds {} for a group of FP4 tensor '{}': MXFP4 scales are powers of two",
+                 scale.file, scale.name, v, t.name);
+          }
+          s.set(slot + static_cast<size_t>(j), v);
         }
-        s.set(slot + static_cast<size_t>(j), v);
       }
       std::memcpy(dst.codes() + out_row * dst.code_row_bytes(),
                   t.data + static_cast<size_t>(row * stored_row_bytes + b.col_begin / 2),

@@ -16,6 +16,13 @@ constexpr double kInitialNewTokenRatio = 0.7;
 constexpr double kMinNewTokenRatio = 0.1;
 constexpr double kNewTokenRatioDecay = (kInitialNewTokenRatio - kMinNewTokenRatio) / 600;
 
+// How many leading fill tokens a and b share, up to limit.
+int64_t shared_prefix(const ActiveRequest& a, const ActiveRequest& b, int64_t limit) {
+  int64_t k = 0;
+  while (k < limit && a.fill_token(k) == b.fill_token(k)) ++k;
+  return k;
+}
+
 // Puts r back to the start of a prefill of everything it has (prompt and generated tokens).
 void reset_prefill(ActiveRequest& r) {
   r.n_prefilled = 0;
@@ -96,9 +103,7 @@ bool GroupScheduler::shares_a_prefill_in_flight(const ActiveRequest& r, int64_t 
     if (running->chunk_planned != plans_ || running->request.cache_salt != r.request.cache_salt)
       continue;
     const int64_t limit = std::min(running->n_prefilled, r.prefill_len - 1);
-    int64_t k = 0;
-    while (k < limit && running->fill_token(k) == r.fill_token(k)) ++k;
-    if (k >= n_match + kMinGain) return true;
+    if (shared_prefix(*running, r, limit) >= n_match + kMinGain) return true;
   }
   return false;
 }
@@ -322,10 +327,7 @@ int64_t GroupScheduler::prefix_shared_with_waiting(const ActiveRequest& r) const
   for (size_t i = 0; i < std::min(waiting_.size(), kMaxLooked); ++i) {
     const ActiveRequest& w = *waiting_[i];
     if (&w == &r || w.request.cache_salt != r.request.cache_salt) continue;
-    const int64_t limit = std::min(r.prefill_len, w.fill_len()) - 1;
-    int64_t k = 0;
-    while (k < limit && r.fill_token(k) == w.fill_token(k)) ++k;
-    longest = std::max(longest, k);
+    longest = std::max(longest, shared_prefix(r, w, std::min(r.prefill_len, w.fill_len()) - 1));
   }
   return longest;
 }

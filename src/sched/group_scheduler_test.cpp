@@ -429,12 +429,19 @@ std::vector<int32_t> iota_tokens(int32_t first, int32_t last) {
   return tokens;
 }
 
+// A group keeping up to max_snapshots prefix snapshots, of prefixes of 2 tokens or more.
+GroupLimits snapshot_limits(int64_t max_snapshots) {
+  return {.chunk_tokens = 100,
+          .max_running = 8,
+          .max_snapshots = max_snapshots,
+          .min_snapshot_tokens = 2};
+}
+
 // With snapshots (DeepSeek-V4), a cached prefix is reused only up to a snapshot of it: a prompt's
 // end and a released request's state are snapshots, and a prompt that shares less than that
 // stops its prefill at the shared part once, so that the next one continues from there.
 TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
-  GroupScheduler s(
-      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 8, .min_snapshot_tokens = 2});
+  GroupScheduler s(1000, snapshot_limits(8));
   s.enqueue(request_for(1, iota_tokens(1, 10), 3));
   const runtime::GroupPlan first = step(s);
   ASSERT_EQ(first.seqs.size(), 1u);
@@ -486,8 +493,7 @@ TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
 // A released request whose state is not kept (the cache already held all its tokens) has it
 // forgotten on the group's ranks, so a retracted request's state does not linger there.
 TEST(GroupScheduler, AReleasedStateNotKeptIsForgotten) {
-  GroupScheduler s(
-      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 4, .min_snapshot_tokens = 2});
+  GroupScheduler s(1000, snapshot_limits(4));
   s.enqueue(request_for(1, iota_tokens(1, 10), 3));
   step(s);      // the prompt enters the cache with its snapshot
   s.remove(1);  // nothing computed past it
@@ -501,8 +507,7 @@ TEST(GroupScheduler, AReleasedStateNotKeptIsForgotten) {
 // shares the most with a waiting one and publishes that prefix with a snapshot; the other waits
 // for the step that makes it, then continues from it.
 TEST(GroupScheduler, ABurstSharingANewPrefixComputesItOnce) {
-  GroupScheduler s(
-      1000, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 8, .min_snapshot_tokens = 2});
+  GroupScheduler s(1000, snapshot_limits(8));
   std::vector<int32_t> a = iota_tokens(1, 8), b = iota_tokens(1, 8);
   a.insert(a.end(), {50, 51});
   b.push_back(60);
@@ -546,8 +551,7 @@ TEST(GroupScheduler, ABurstReusesThePrefixARunningRequestComputed) {
 // A snapshot goes when its slot leaves the radix cache (evicted for a new request's slots), and
 // one that the plan being built restores is never pushed out by a new one.
 TEST(GroupScheduler, SnapshotsGoWithTheirSlotsAndStayWhileRestored) {
-  GroupScheduler s(
-      16, {.chunk_tokens = 100, .max_running = 8, .max_snapshots = 1, .min_snapshot_tokens = 2});
+  GroupScheduler s(16, snapshot_limits(1));
   s.enqueue(request_for(1, iota_tokens(1, 10), 3));
   const runtime::GroupPlan first = step(s);
   ASSERT_EQ(first.seqs.size(), 1u);

@@ -372,8 +372,6 @@ bool ServingEngine::step_once(runtime::Worker& worker) {
   return true;
 }
 
-// An empty plan: every rank runs no forward and gathers no result, but the followers' wait for
-// a plan ends.
 // The groups' snapshot changes ride on the next plan sent (they only need to precede the next
 // forward that could read them).
 void ServingEngine::take_snapshot_ops(runtime::StepPlan& plan) {
@@ -381,6 +379,8 @@ void ServingEngine::take_snapshot_ops(runtime::StepPlan& plan) {
     plan.groups[g].snapshot_ops = groups_[g].take_snapshot_ops();
 }
 
+// An empty plan: every rank runs no forward and gathers no result, but the followers' wait for
+// a plan ends.
 void ServingEngine::send_keepalive(runtime::Worker& worker) {
   runtime::StepPlan keepalive;
   keepalive.groups.resize(groups_.size());

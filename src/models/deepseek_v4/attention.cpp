@@ -113,7 +113,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
   if (rows.size() < static_cast<size_t>(n)) rows.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(t)].clear();
   // Each row's RoPE angles at its position in this layer's base (computed once per step).
-  p.angles = (cfg_.compress_ratio(layer) == 0 ? b.window_angles : b.compress_angles).data();
+  p.angles = layer_angles(layer);
   // Each sequence's stored rows (ring, entries) as float32, for its queries to read.
   thread_local std::vector<std::vector<float>> decoded;
   if (decoded.size() < seqs.size()) decoded.resize(seqs.size());

@@ -125,9 +125,16 @@ class DeepseekV4Model : public model::Model {
   };
   // y = x · Wᵀ for m rows, counted as `kind`.
   void linear(FlopKind kind, const float* x, int64_t m, const kernels::Weight& w, float* y) const;
+  // One expert (or slice) over rows x [m, H] into out [m, H] (moe.cpp), counted as `kind`.
+  void expert_forward(const ExpertWeights& w, const float* x, int64_t m, FlopKind kind,
+                      float* out) const;
 
   const Rope& layer_rope(int64_t layer) const {
     return cfg_.compress_ratio(layer) == 0 ? window_rope_ : compress_rope_;
+  }
+  // The step's RoPE angles in layer_rope(layer)'s base, a row's angle_floats() apart.
+  const float* layer_angles(int64_t layer) const {
+    return (cfg_.compress_ratio(layer) == 0 ? buf_.window_angles : buf_.compress_angles).data();
   }
 
   V4Config cfg_;

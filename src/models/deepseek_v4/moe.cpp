@@ -10,18 +10,16 @@
 
 namespace mlaserve::models::deepseek_v4 {
 
-namespace {
-
-// out [m, H] = w2 · (silu(min(g, L)) · clamp(u, -L, L)), g = w1 x, u = w3 x (L = 0: no clamp);
-// `linear` multiplies (and counts).
-template <typename Linear>
-void expert_forward(const ExpertWeights& w, const float* x, int64_t m, float limit, StepBuffers& b,
-                    Linear linear, float* out) {
+// out [m, H] = w2 · (silu(min(g, L)) · clamp(u, -L, L)), g = w1 x, u = w3 x (L = 0: no clamp),
+// its products counted as `kind`.
+void DeepseekV4Model::expert_forward(const ExpertWeights& w, const float* x, int64_t m,
+                                     FlopKind kind, float* out) const {
+  const auto limit = static_cast<float>(cfg_.swiglu_limit);
   const int64_t I = w.w1.rows();
-  float* g = take(b.gate, m * I);
-  float* u = take(b.up, m * I);
-  linear(x, m, w.w1, g);
-  linear(x, m, w.w3, u);
+  float* g = take(buf_.gate, m * I);
+  float* u = take(buf_.up, m * I);
+  linear(kind, x, m, w.w1, g);
+  linear(kind, x, m, w.w3, u);
   for (int64_t i = 0; i < m * I; ++i) {
     float gate = g[i], up = u[i];
     if (limit > 0) {
@@ -30,15 +28,12 @@ void expert_forward(const ExpertWeights& w, const float* x, int64_t m, float lim
     }
     g[i] = gate / (1.0f + std::exp(-gate)) * up;
   }
-  linear(g, m, w.w2, out);
+  linear(kind, g, m, w.w2, out);
 }
-
-}  // namespace
 
 void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, const int32_t* tokens,
                           int64_t n, float* out) const {
   const int64_t H = cfg_.hidden_size, E = cfg_.n_routed_experts, k = cfg_.router.top_k;
-  const auto limit = static_cast<float>(cfg_.swiglu_limit);
   StepBuffers& b = buf_;
   float* logits = take(b.router_logits, n * E);
   linear(FlopKind::Router, x, n, w.gate, logits);
@@ -59,12 +54,7 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
   // Shared expert for every row (this rank's slice), then each routed expert this rank holds
   // (its slice, or the whole expert under EP) over the rows that chose it.
   std::fill(out, out + n * H, 0.0f);
-  const auto counted = [this](FlopKind kind) {
-    return [this, kind](const float* in, int64_t m, const kernels::Weight& weight, float* y) {
-      linear(kind, in, m, weight, y);
-    };
-  };
-  if (w.shared) expert_forward(*w.shared, x, n, limit, b, counted(FlopKind::SharedExpert), out);
+  if (w.shared) expert_forward(*w.shared, x, n, FlopKind::SharedExpert, out);
   // The picks grouped by expert (a counting sort): expert e's are order[begin[e], begin[e + 1]).
   std::vector<int64_t>&begin = b.expert_begin, &next = b.expert_next, &order = b.pick_order;
   begin.assign(static_cast<size_t>(E + 1), 0);
@@ -83,8 +73,8 @@ void DeepseekV4Model::moe(const MoeWeights& w, int64_t layer, const float* x, co
     float* y = take(b.expert_y, m * H);
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(x + order[static_cast<size_t>(first + i)] / k * H, H, rows + i * H);
-    expert_forward(w.experts[static_cast<size_t>(e - shards_.experts.begin)], rows, m, limit, b,
-                   counted(FlopKind::Experts), y);
+    expert_forward(w.experts[static_cast<size_t>(e - shards_.experts.begin)], rows, m,
+                   FlopKind::Experts, y);
     for (int64_t i = 0; i < m; ++i) {
       const int64_t pick = order[static_cast<size_t>(first + i)], row = pick / k;
       for (int64_t c = 0; c < H; ++c) out[row * H + c] += weights[pick] * y[i * H + c];
