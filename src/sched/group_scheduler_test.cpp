@@ -429,6 +429,11 @@ std::vector<int32_t> iota_tokens(int32_t first, int32_t last) {
   return tokens;
 }
 
+// The first n of slots.
+std::vector<int32_t> leading(const std::vector<int32_t>& slots, size_t n) {
+  return {slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
 // A group keeping up to max_snapshots prefix snapshots, of prefixes of 2 tokens or more.
 GroupLimits snapshot_limits(int64_t max_snapshots) {
   return {.chunk_tokens = 100,
@@ -483,9 +488,7 @@ TEST(GroupScheduler, SnapshotsBoundWhatAPrefixReuses) {
   ASSERT_EQ(reuse.seqs.size(), 3u);  // request 2 decodes beside them
   EXPECT_EQ(reuse.seqs[1].id, 3u);
   EXPECT_EQ(reuse.seqs[1].n_cached, 6);
-  EXPECT_EQ(
-      std::vector<int32_t>(reuse.seqs[1].kv_slots.begin(), reuse.seqs[1].kv_slots.begin() + 6),
-      std::vector<int32_t>(slots.begin(), slots.begin() + 6));
+  EXPECT_EQ(leading(reuse.seqs[1].kv_slots, 6), leading(slots, 6));
   EXPECT_EQ(reuse.seqs[2].id, 4u);
   EXPECT_EQ(reuse.seqs[2].n_cached, 10);
 }
@@ -542,9 +545,7 @@ TEST(GroupScheduler, ABurstReusesThePrefixARunningRequestComputed) {
   ASSERT_EQ(second.seqs.size(), 2u);  // request 1 decodes beside it
   EXPECT_EQ(second.seqs[1].id, 2u);
   EXPECT_EQ(second.seqs[1].n_cached, 100);
-  EXPECT_EQ(
-      std::vector<int32_t>(second.seqs[1].kv_slots.begin(), second.seqs[1].kv_slots.begin() + 100),
-      std::vector<int32_t>(first.seqs[0].kv_slots.begin(), first.seqs[0].kv_slots.begin() + 100));
+  EXPECT_EQ(leading(second.seqs[1].kv_slots, 100), leading(first.seqs[0].kv_slots, 100));
   EXPECT_EQ(s.cached_tokens(), 101);  // request 1's prompt, locked while it runs
 }
 
