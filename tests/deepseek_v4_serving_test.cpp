@@ -3,7 +3,8 @@
 // reference, and `mlaserve serve`: concurrent requests of mixed lengths, prompts prefilled in
 // chunks beside decodes, and retractions each give the tokens a request gets alone (float32);
 // every parallel layout (attention TP, DP attention, dp_linear, EP-MoE, replicas) against the
-// same reference and the layout's own alone outputs.
+// same reference and the layout's own alone outputs; the MTP block against the reference, and
+// NEXTN speculation giving the outputs of no speculation.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -18,20 +19,29 @@ namespace {
 
 using nlohmann::json;
 
-// tests/data/configs/v4-tiny.json with brown-tiny's vocabulary (the serving tests send its ids)
-// and 4 blocks of 32 intermediate columns per expert, so that TP-MoE slices them over 4 ranks.
+// tests/data/configs/v4-tiny.json with `vocab` tokens and 4 blocks of 32 intermediate columns
+// per expert (so that TP-MoE slices them over 4 ranks), and an MTP block with a CSA layer (its
+// own compressors and indexer), written to dir/model.
+std::filesystem::path make_v4_model(const std::filesystem::path& dir, int vocab) {
+  json config = read_json("tests/data/configs/v4-tiny.json");
+  config["vocab_size"] = vocab;
+  config["moe_intermediate_size"] = 128;
+  config["num_nextn_predict_layers"] = 1;
+  config["compress_ratios"].push_back(4);
+  write_json(dir / "config.json", config);
+  const auto made = run_command(
+      mlaserve_bin() + " make-model --config " + (dir / "config.json").string() + " --out " +
+      (dir / "model").string() + " --dtype fp8 --seed 5 --tokenizer models/brown-tiny");
+  EXPECT_EQ(made.exit_code, 0) << made.output;
+  return dir / "model";
+}
+
+// The model with brown-tiny's vocabulary (the serving tests send its ids).
 class DeepseekV4Serving : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    json config = read_json("tests/data/configs/v4-tiny.json");
-    config["vocab_size"] = 4114;
-    config["moe_intermediate_size"] = 128;
-    write_json(*dir_ / "config.json", config);
-    const auto made = run_command(mlaserve_bin() + " make-model --config " +
-                                  (*dir_ / "config.json").string() + " --out " + model().string() +
-                                  " --dtype fp8 --seed 5 --tokenizer models/brown-tiny");
-    ASSERT_EQ(made.exit_code, 0) << made.output;
+    make_v4_model(dir_->path(), 4114);
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -244,6 +254,9 @@ TEST_P(DeepseekV4PrefixReuse, SnapshotsKeepOutputs) {
     questions.push_back(job);
   }
   const std::string flags = "--model " + model().string() + " " + GetParam();
+  // The outputs without the radix cache, and without speculation.
+  const std::string plain_flags =
+      "--model " + model().string() + " " + GetParam().substr(0, GetParam().find("--speculative"));
   const bool few_snapshots = GetParam().find("--max-running-requests") != std::string::npos;
   auto follow_ups = [&questions](const std::vector<std::vector<int>>& answers) {
     std::vector<GenerateJob> jobs = questions;
@@ -255,7 +268,7 @@ TEST_P(DeepseekV4PrefixReuse, SnapshotsKeepOutputs) {
   };
   std::vector<std::vector<int>> want, want_follow_up;
   {
-    ServerProcess plain(flags + " --disable-radix-cache");
+    ServerProcess plain(plain_flags + " --disable-radix-cache");
     ASSERT_GT(plain.port(), 0);
     for (const GenerateJob& job : questions)
       want.push_back(plain.generate(job.prompt, job.max_new));
@@ -301,13 +314,162 @@ TEST_P(DeepseekV4PrefixReuse, SnapshotsKeepOutputs) {
 
 // One rank; the KV rows in bf16; two snapshots per group at most (the requests' own go first, so
 // the system prompt's stays, but the follow-ups' states may be gone); DP attention with attention
-// TP and dp_linear, each group on its own snapshots.
+// TP and dp_linear, each group on its own snapshots; speculating (a released request's state
+// holds rejected drafts' rows, which its snapshot must not), alone and under DP attention.
 INSTANTIATE_TEST_SUITE_P(
     Layouts, DeepseekV4PrefixReuse,
     ::testing::Values("--chunked-prefill-size 64", "--kv-cache-dtype bfloat16",
                       "--max-running-requests 2",
-                      "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear"),
+                      "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear",
+                      "--speculative-algorithm NEXTN --speculative-num-steps 2",
+                      "--tp 4 --dp 2 --enable-dp-attention --speculative-algorithm NEXTN "
+                      "--speculative-num-steps 3"),
     flags_name);
+
+// The MTP block teacher-forced (eval --mtp) over prompts of 40 and 150 tokens: every row's top-10
+// logits within 1e-4 of the float64 reference's (relative to the row's largest), its top token
+// the reference's wherever the reference's top two are apart, on one rank and under DP attention
+// (dp_linear) and attention TP with EP.
+class DeepseekV4Mtp : public DeepseekV4Serving,
+                      public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(DeepseekV4Mtp, MatchesTheFloat64Reference) {
+  json prompts = json::array();
+  for (const int n : {40, 150}) {
+    std::vector<int> ids;
+    for (int j = 0; j < n; ++j) ids.push_back(100 + (n * 13 + j * 37) % 3900);
+    prompts.push_back({{"ids", ids}});
+  }
+  const json input = {{"prompts", prompts}};
+  TempDir tmp;
+  write_json(tmp.path() / "in.json", input);
+  const CommandResult ours = run_command(
+      mlaserve_bin() + " eval --model " + model().string() + " --mtp --max-new-tokens 0 " +
+      "--dtype float32 " + GetParam() + " --input " + (tmp.path() / "in.json").string() +
+      " --output " + (tmp.path() / "ours.json").string() + " 2>&1");
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  const CommandResult reference =
+      run_command("python3 tests/reference/deepseek_v4_reference.py --mtp --model " +
+                  model().string() + " --input " + (tmp.path() / "in.json").string() +
+                  " --output " + (tmp.path() / "reference.json").string() + " 2>&1");
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const json got = read_json(tmp.path() / "ours.json"),
+             want = read_json(tmp.path() / "reference.json");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const json& rows = got["prompts"][p]["mtp"];
+    const json& reference_rows = want["prompts"][p]["mtp_logits"];
+    ASSERT_EQ(rows.size(), prompts[p]["ids"].size() - 1);
+    ASSERT_EQ(reference_rows.size(), rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<double> r = reference_rows[i].get<std::vector<double>>();
+      double largest = 0;
+      for (const double v : r) largest = std::max(largest, std::abs(v));
+      for (size_t k = 0; k < rows[i]["top_ids"].size(); ++k) {
+        const auto id = rows[i]["top_ids"][k].get<size_t>();
+        EXPECT_LT(std::abs(rows[i]["top_logits"][k].get<double>() - r[id]), 1e-4 * largest)
+            << "prompt " << p << ", row " << i << ", token " << id;
+      }
+      std::vector<double> sorted = r;
+      std::sort(sorted.rbegin(), sorted.rend());
+      const auto best = std::max_element(r.begin(), r.end()) - r.begin();
+      if (sorted[0] - sorted[1] > 1e-3) {
+        EXPECT_EQ(rows[i]["top_ids"][0].get<int64_t>(), best) << "prompt " << p << ", row " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DeepseekV4Mtp,
+                         ::testing::Values("--tp 1",
+                                           "--tp 4 --dp 2 --enable-dp-attention --enable-dp-linear",
+                                           "--tp 2 --enable-ep-moe"),
+                         flags_name);
+
+// Speculating requests batched (chunked prefills beside verify steps) and retracted for want of
+// KV (their state after rejected drafts kept or forgotten) give the tokens each gets alone.
+TEST_F(DeepseekV4Serving, SpeculatingRequestsBatchedAndRetractedEqualTheirAloneOutputs) {
+  const std::string spec = " --speculative-algorithm NEXTN --speculative-num-steps 2";
+  expect_batched_equals_alone("--model " + model().string() + " --chunked-prefill-size 64" + spec,
+                              mixed_jobs(16));
+  std::vector<GenerateJob> jobs = mixed_jobs(24);
+  for (GenerateJob& job : jobs) {
+    job.prompt.resize(std::min<size_t>(job.prompt.size(), 60));
+    job.max_new = 40;
+  }
+  const json status = expect_batched_equals_alone(
+      "--model " + model().string() + " --max-total-tokens 400" + spec, jobs);
+  EXPECT_GT(status["retractions_total"].get<int64_t>(), 0) << status.dump();
+}
+
+// A constrained request does not speculate, so the prefix snapshot it leaves holds no MTP state;
+// speculating requests that continue from it (the MTP block's cache starting at their prefix's
+// end) still give the tokens of a server without speculation.
+TEST_F(DeepseekV4Serving, SpeculationContinuesFromASnapshotWithoutMtpState) {
+  std::vector<int> prompt{0};
+  for (int j = 0; j < 150; ++j) prompt.push_back(100 + (j * 53) % 3900);
+  std::vector<std::vector<int>> outputs[2];
+  for (int spec = 0; spec < 2; ++spec) {
+    ServerProcess server("--model " + model().string() + " --dtype float32" +
+                         (spec ? " --speculative-algorithm NEXTN --speculative-num-steps 2" : ""));
+    ASSERT_GT(server.port(), 0);
+    const json constrained = {
+        {"input_ids", prompt},
+        {"sampling_params", {{"max_new_tokens", 4}, {"temperature", 0}, {"regex", "[a-z ]+"}}}};
+    outputs[spec].push_back(server.call("/generate", &constrained)["output_ids"]);
+    for (int k = 0; k < 3; ++k) {
+      std::vector<int> ids = prompt;
+      ids.insert(ids.end(), {300 + k, 301, 302});
+      const json got = server.generate_json(ids, 12);
+      outputs[spec].push_back(got["output_ids"]);
+      EXPECT_GE(got["meta_info"]["cached_tokens"].get<int64_t>(), 150) << "from the snapshot";
+    }
+  }
+  EXPECT_EQ(outputs[1], outputs[0]);
+}
+
+// NEXTN speculation on a 16-token vocabulary, where the random MTP block's drafts are sometimes
+// right (so verify steps keep 0, some or all of their drafts): greedy outputs equal those of
+// the same layout without speculation, for prompts within the window, across CSA entries and
+// past HCA's first entry, with 1 and 3 drafts a step.
+class DeepseekV4Speculative : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeepseekV4Speculative, GreedyOutputsEqualThoseWithoutSpeculation) {
+  TempDir dir;
+  const std::string flags = "--model " + make_v4_model(dir.path(), 16).string() + " " + GetParam();
+  std::vector<GenerateJob> jobs;
+  for (const int n : {1, 5, 20, 45, 150}) {
+    GenerateJob job{{0}, 24};
+    for (int j = 0; j < n; ++j) job.prompt.push_back(2 + (n * 41 + j * 7) % 14);
+    jobs.push_back(job);
+  }
+  std::vector<std::vector<int>> want;
+  {
+    ServerProcess plain(flags);
+    ASSERT_GT(plain.port(), 0);
+    for (const GenerateJob& job : jobs) want.push_back(plain.generate(job.prompt, job.max_new));
+  }
+  for (const int steps : {1, 3}) {
+    ServerProcess server(flags + " --speculative-algorithm NEXTN --speculative-num-steps " +
+                         std::to_string(steps));
+    ASSERT_GT(server.port(), 0);
+    int64_t verify_steps = 0, tokens = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const json got = server.generate_json(jobs[i].prompt, jobs[i].max_new);
+      EXPECT_EQ(got.value("output_ids", std::vector<int>{}), want[i]) << steps << " drafts, " << i;
+      verify_steps += got["meta_info"]["spec_verify_ct"].get<int64_t>();
+      tokens += got["meta_info"]["completion_tokens"].get<int64_t>() - 1;
+    }
+    EXPECT_LT(verify_steps, tokens) << "some drafts were kept";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DeepseekV4Speculative,
+                         ::testing::Values("--dtype float32",
+                                           "--dtype float32 --tp 4 --dp 2 --enable-dp-attention "
+                                           "--enable-dp-linear",
+                                           "--dtype float32 --tp 4 --dp 4 --enable-dp-attention "
+                                           "--enable-ep-moe"),
+                         flags_name);
 
 // A layout that would leave a rank without a share is refused before loading, naming the fix:
 // 4 attention ranks for the model's 2 output groups of heads.

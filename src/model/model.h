@@ -20,12 +20,16 @@ namespace mlaserve::model {
 // One sequence's part of a forward step: its new tokens follow n_cached tokens already in the
 // KV store; kv_slots lists the pool slots of all n_cached + n_new tokens in order (families that
 // keep per-token rows address them so); id names the request (families that keep per-sequence
-// state find it so).
+// state find it so). provisional: a later step may take back rows of this one (speculative
+// drafts) by running the sequence after fewer tokens than this step leaves; families that keep
+// per-sequence state log what the rows change (DeepSeek-V4), the others need nothing (a
+// token's rows are its slot's).
 struct SequenceStep {
   int64_t n_new = 0;
   int64_t n_cached = 0;
   std::span<const int32_t> kv_slots;
   uint64_t id = 0;
+  bool provisional = false;
 };
 
 struct StepInput {
@@ -43,13 +47,16 @@ struct ModelInfo {
   int64_t max_position_embeddings = 0;
   std::vector<int64_t> eos_token_ids;
   int64_t bos_token_id = 0;
+  // Floats per row of the hidden state the MTP module reads (Model::forward's final_hidden):
+  // hidden_size, or DeepSeek-V4's hc_mult residual streams of it.
+  int64_t mtp_input_width = 0;
 };
 
 // A family's config as ModelInfo (each family's config names these fields alike).
 template <typename Config>
 ModelInfo model_info(std::string model_type, const Config& c) {
-  return {std::move(model_type),     c.vocab_size,    c.hidden_size,
-          c.max_position_embeddings, c.eos_token_ids, c.bos_token_id};
+  return {std::move(model_type), c.vocab_size,   c.hidden_size, c.max_position_embeddings,
+          c.eos_token_ids,       c.bos_token_id, c.hidden_size};
 }
 
 // The KV a model keeps between steps, for every sequence of its group. release(): the request
@@ -81,8 +88,9 @@ class Model {
 
   // Runs the step's tokens through every layer, adding them to kv, and returns the logits
   // [input.logit_rows.size(), vocab]. Every rank of the layout calls it with its group's input;
-  // comm carries the exchanges. final_hidden, if given, receives every row's last hidden state
-  // after the final norm ([T, H]: what the MTP module reads).
+  // comm carries the exchanges. final_hidden, if given, receives every row's last hidden state,
+  // what the MTP module reads ([T, info().mtp_input_width]: V2/V3's after the final norm, V4's
+  // residual streams).
   virtual std::vector<float> forward(const StepInput& input, KvStore& kv, StepComm& comm,
                                      std::vector<float>* final_hidden = nullptr) = 0;
 

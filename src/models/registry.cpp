@@ -9,6 +9,17 @@
 
 namespace mlaserve::models {
 
+namespace {
+
+void require_mtp_layer(int64_t num_nextn_predict_layers, const std::filesystem::path& model_dir) {
+  if (num_nextn_predict_layers == 0) {
+    fail("{} has no multi-token-prediction layer (num_nextn_predict_layers is 0)",
+         model_dir.string());
+  }
+}
+
+}  // namespace
+
 bool ModelCard::fp8_checkpoint() const {
   return deepseek ? deepseek->fp8_block_quantized : deepseek_v4->fp8_block_quantized;
 }
@@ -35,13 +46,8 @@ std::unique_ptr<model::Model> load_model(const ModelCard& card,
                                          const model::WeightFormat& format,
                                          const model::RankLayout& layout, bool with_mtp) {
   if (card.family == Family::DeepseekV4) {
-    if (with_mtp) {
-      fail(
-          "{}: DeepSeek-V4's multi-token-prediction block is not served yet (no speculative "
-          "decoding for deepseek_v4)",
-          (model_dir / "config.json").string());
-    }
-    return std::make_unique<deepseek_v4::DeepseekV4Model>(model_dir, format, layout);
+    if (with_mtp) require_mtp_layer(card.deepseek_v4->num_nextn_predict_layers, model_dir);
+    return std::make_unique<deepseek_v4::DeepseekV4Model>(model_dir, format, layout, with_mtp);
   }
   return std::make_unique<model::DeepseekModel>(model_dir, format, layout, with_mtp);
 }
@@ -51,15 +57,12 @@ model::ModelSizing model_sizing(const ModelCard& card, const std::filesystem::pa
                                 bool with_mtp) {
   if (card.family == Family::DeepseekV4) {
     const deepseek_v4::V4Config& c = *card.deepseek_v4;
-    if (with_mtp) fail("plan: deepseek_v4 has no speculative decoding yet");
+    if (with_mtp) require_mtp_layer(c.num_nextn_predict_layers, model_dir);
     return deepseek_v4::sizing(c, model::resolve_weight_format(format, c.fp8_block_quantized),
-                               kv_dtype);
+                               kv_dtype, with_mtp);
   }
   const model::ModelConfig& c = *card.deepseek;
-  if (with_mtp && c.num_nextn_predict_layers == 0) {
-    fail("{} has no multi-token-prediction layer (num_nextn_predict_layers is 0)",
-         model_dir.string());
-  }
+  if (with_mtp) require_mtp_layer(c.num_nextn_predict_layers, model_dir);
   return model::deepseek_sizing(c, model::resolve_weight_format(format, c), kv_dtype,
                                 model::stored_fp8_of(model_dir), with_mtp);
 }

@@ -27,9 +27,9 @@ size_t Worker::reserve_step_buffers(int64_t group_tokens, int64_t logit_rows) {
   size_t bytes = model_.reserve_step_buffers(
       group_tokens, group_tokens * topology_.groups_per_instance, logit_rows);
   bytes += step_comm_.reserve(group_tokens, logit_rows, cfg.hidden_size, cfg.vocab_size);
-  if (model_.has_mtp()) {  // the MTP pass's inputs: [T, H] each
+  if (model_.has_mtp()) {  // the MTP pass's inputs: [T, mtp_input_width] each
     for (std::vector<float>* h : {&final_hidden_, &mtp_hidden_}) {
-      h->resize(static_cast<size_t>(group_tokens * cfg.hidden_size));
+      h->resize(static_cast<size_t>(group_tokens * cfg.mtp_input_width));
       h->clear();  // the capacity stays
       bytes += h->capacity() * sizeof(float);
     }
@@ -139,7 +139,7 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
       if (j >= n_new - s.logit_rows())
         in.logit_rows.push_back(static_cast<int64_t>(in.tokens.size()) - 1);
     }
-    in.seqs.push_back({n_new, s.n_cached, s.step_slots(), s.id});
+    in.seqs.push_back({n_new, s.n_cached, s.step_slots(), s.id, s.spec_verify});
   }
   const bool mtp = std::any_of(plan.groups.begin(), plan.groups.end(),
                                [](const GroupPlan& g) { return g.n_mtp_tokens() > 0; });
@@ -148,11 +148,6 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
       model_.forward(in, *kv_, step_comm_, mtp ? &final_hidden_ : nullptr);
   stats_.steps += 1;
   stats_.padded_rows += step_comm_.gather_layout().padded_rows();
-  for (const PlannedSequence& s : mine.seqs) {
-    if (s.snapshot_key >= 0)
-      kv_->snapshot(s.id, s.n_cached + static_cast<int64_t>(s.new_tokens.size()), s.snapshot_key,
-                    false);
-  }
 
   const int64_t V = model_.info().vocab_size;
   std::vector<Speculation> spec(mine.seqs.size());
@@ -163,6 +158,12 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
     row += s.logit_rows();
   }
   const std::vector<float> mtp_logits = mtp ? run_mtp(plan, spec) : std::vector<float>{};
+  // After the MTP passes, so that a snapshot holds the MTP module's state of its tokens too.
+  for (const PlannedSequence& s : mine.seqs) {
+    if (s.snapshot_key >= 0)
+      kv_->snapshot(s.id, s.n_cached + static_cast<int64_t>(s.new_tokens.size()), s.snapshot_key,
+                    false);
+  }
   if (!topology_.group_leader()) return {};
 
   std::vector<SequenceResult> results;
@@ -270,7 +271,7 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
   }
   if (std::all_of(group_rows.begin(), group_rows.end(), [](int64_t n) { return n == 0; }))
     return {};
-  const int64_t H = model_.info().hidden_size, V = model_.info().vocab_size;
+  const int64_t H = model_.info().mtp_input_width, V = model_.info().vocab_size;
   const std::vector<PlannedSequence>& seqs =
       plan.groups[static_cast<size_t>(topology_.group())].seqs;
   model::StepInput in;
@@ -301,9 +302,11 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
       for (int64_t j = 0; j < n; ++j) teacher_rows.push_back(first + j);
     }
     h.insert(h.end(), final_hidden_.begin() + row * H, final_hidden_.begin() + (row + n) * H);
+    // A drafting sequence's rows past its accepted one are taken back by the next pass.
     if (n > 0)
-      in.seqs.push_back(
-          {n, s.n_cached, std::span(s.kv_slots).first(static_cast<size_t>(s.n_cached + n))});
+      in.seqs.push_back({n, s.n_cached,
+                         std::span(s.kv_slots).first(static_cast<size_t>(s.n_cached + n)), s.id,
+                         s.drafts_next()});
     row += static_cast<int64_t>(s.new_tokens.size());
   }
   in.logit_rows = teacher_rows;
@@ -336,8 +339,9 @@ std::vector<float> Worker::run_mtp(const StepPlan& plan, std::vector<Speculation
       chain.tokens.push_back(spec[i].drafts.back());
       chain.positions.push_back(static_cast<int32_t>(position));
       chain.logit_rows.push_back(static_cast<int64_t>(chain.tokens.size()) - 1);
-      chain.seqs.push_back(
-          {1, position, std::span(s.kv_slots).first(static_cast<size_t>(position + 1))});
+      chain.seqs.push_back({1, position,
+                            std::span(s.kv_slots).first(static_cast<size_t>(position + 1)), s.id,
+                            true});
     }
     step_comm_.begin_step(drafting_rows, false);
     std::vector<float> next_h;

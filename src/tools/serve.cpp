@@ -89,13 +89,14 @@ void resolve_defaults(ServeOptions& o) {
 
 // DeepSeek-V4 keeps a window and compressor state per running request and compressed entries per
 // token; the budget holds the fixed parts of max_running requests first, and as many prefix
-// snapshots (a window and compressor state each) unless the radix cache is off.
+// snapshots (a window and compressor state each) unless the radix cache is off; with speculative
+// decoding the MTP block's layer counts as one more layer.
 parallel::KvCapacity deepseek_v4_capacity(const ServeOptions& o,
                                           const models::deepseek_v4::V4Config& cfg,
-                                          int64_t max_running) {
+                                          int64_t max_running, bool with_mtp) {
   const int64_t snapshots = o.disable_radix_cache ? 0 : max_running;
   const auto c = models::deepseek_v4::kv_capacity(cfg, o.model.kv_dtype(), o.kv_cache_mib << 20,
-                                                  max_running + snapshots);
+                                                  max_running + snapshots, with_mtp);
   if (c.tokens < 1) {
     fail(
         "--kv-cache-memory {} MiB does not hold {} DeepSeek-V4 requests' windows and compressor "
@@ -119,7 +120,7 @@ sched::EngineOptions engine_options(const ServeOptions& o, const parallel::Topol
   const int64_t groups = topo.instances * topo.groups_per_instance;
   const int64_t max_running = std::max<int64_t>(1, o.max_running_requests / groups);
   const parallel::KvCapacity kv =
-      card.deepseek_v4 ? deepseek_v4_capacity(o, *card.deepseek_v4, max_running)
+      card.deepseek_v4 ? deepseek_v4_capacity(o, *card.deepseek_v4, max_running, spec_steps > 0)
                        : parallel::kv_capacity(topo, *card.deepseek, o.model.kv_dtype(),
                                                o.kv_cache_mib << 20, spec_steps > 0);
   if (kv.per_rank_tokens < 1)

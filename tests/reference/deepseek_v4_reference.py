@@ -16,11 +16,11 @@ rotation is orthogonal and applied to both q and keys, so without the rounding i
 is skipped. See README.md.
 
     python3 tests/reference/deepseek_v4_reference.py --model DIR --input IN.json --output OUT.json \
-        [--max-new-tokens N] [--self-check]
+        [--max-new-tokens N] [--mtp] [--self-check]
 
 IN.json:  {"prompts": [{"ids": [...]}, ...]}
 OUT.json: {"prompts": [{"ids", "last_logits", "greedy", "greedy_logits", "greedy_margins",
-          "min_router_gap", "min_selection_margin", ...}]} (see README.md).
+          "min_router_gap", "min_selection_margin", "mtp_logits" (--mtp), ...}]} (see README.md).
 
 All T positions of a sequence are computed in one causal pass (prefill form) with each query's exact
 visibility. Greedy decoding recomputes the whole sequence at every step, takes argmax with ties to
@@ -148,10 +148,12 @@ class V4Config:
         self.o_lora = cfg["o_lora_rank"]
         self.o_groups = cfg["o_groups"]
         self.window = cfg["sliding_window"]
+        self.n_mtp = cfg.get("num_nextn_predict_layers", 0)
         ratios = list(cfg["compress_ratios"])
         if len(ratios) < self.n_layers:
             raise ValueError(f"compress_ratios has {len(ratios)} entries for {self.n_layers} layers")
-        self.ratios = ratios[: self.n_layers]          # the rest belong to the MTP layers
+        # layer n_layers is the MTP block's (window only where the list stops at the decoder's)
+        self.ratios = (ratios + [0] * self.n_mtp)[: self.n_layers + self.n_mtp]
         self.rope_theta = cfg.get("rope_theta", 10000.0)
         self.compress_rope_theta = cfg.get("compress_rope_theta") if any(self.ratios) else None
         if any(self.ratios) and self.compress_rope_theta is None:
@@ -352,6 +354,10 @@ class DeepSeekV4:
             self.head_name = "embed.weight"
         self.stats = {}
 
+    def prefix(self, i):
+        """Layer i's tensor names: layers.i., or mtp.0. for the MTP block's layer (i == n_layers)."""
+        return "mtp.0." if i == self.cfg.n_layers else f"layers.{i}."
+
     def note(self, key, value):
         self.stats[key] = min(self.stats.get(key, math.inf), value)
 
@@ -397,7 +403,7 @@ class DeepSeekV4:
     # --- attention ----------------------------------------------------------------------------
     def attention(self, i, x):
         """x [T, H] (after attn_norm) -> [T, H]."""
-        c, W, p = self.cfg, self.w, f"layers.{i}.attn."
+        c, W, p = self.cfg, self.w, self.prefix(i) + "attn."
         T, nh, d, r = x.shape[0], c.n_heads, c.head_dim, c.ratios[i]
         cos, sin = self.rope(i, T)
         qr = rms_norm(x @ W[p + "wq_a.weight"].T, W[p + "q_norm.weight"], c.eps)       # [T, q_lora]
@@ -420,7 +426,7 @@ class DeepSeekV4:
     # --- MoE ----------------------------------------------------------------------------------
     def route(self, i, x, ids):
         """x [T, H] -> experts [T, k], weights [T, k]."""
-        c, p = self.cfg, f"layers.{i}.ffn.gate."
+        c, p = self.cfg, self.prefix(i) + "ffn.gate."
         s = router_scores(x @ self.w[p + "weight"].T, c.scoring)                      # [T, E]
         if i < c.n_hash:
             experts = self.w[p + "tid2eid"][ids].astype(np.int64)
@@ -441,7 +447,7 @@ class DeepSeekV4:
 
     def moe(self, i, x, ids):
         """x [T, H] (after ffn_norm) -> [T, H]: routed experts plus the shared expert."""
-        p = f"layers.{i}.ffn."
+        p = self.prefix(i) + "ffn."
         experts, weights = self.route(i, x, ids)
         y = np.zeros_like(x)
         for e in np.unique(experts):
@@ -453,13 +459,13 @@ class DeepSeekV4:
 
     # --- blocks and the whole model -----------------------------------------------------------
     def hc_pre(self, i, kind, X):
-        p = f"layers.{i}.hc_{kind}_"
+        p = self.prefix(i) + f"hc_{kind}_"
         return hc_pre(X, self.w[p + "fn"], self.w[p + "scale"], self.w[p + "base"], self.cfg)
 
     def sublayer(self, i, kind, X, ids):
         """One hyper-connected sublayer (kind "attn" or "ffn"): X [T, hc, H] -> [T, hc, H]."""
         y, post, comb = self.hc_pre(i, kind, X)
-        y = rms_norm(y, self.w[f"layers.{i}.{kind}_norm.weight"], self.cfg.eps)
+        y = rms_norm(y, self.w[self.prefix(i) + f"{kind}_norm.weight"], self.cfg.eps)
         y = self.attention(i, y) if kind == "attn" else self.moe(i, y, ids)
         return hc_post(y, X, post, comb)
 
@@ -468,16 +474,40 @@ class DeepSeekV4:
         h = self.w["embed.weight"][ids]
         return np.repeat(h[:, None, :], self.cfg.hc, axis=1)
 
-    def forward(self, ids):
-        """ids [T] -> logits [T, V] (float64), positions 0..T-1."""
+    def layer(self, i, X, ids):
+        for kind in ("attn", "ffn"):
+            X = self.sublayer(i, kind, X, ids)
+        return X
+
+    def head(self, X, p=""):
+        """X [T, hc, H] -> logits [T, V]: hc_head, the norm and the head (p: the MTP block's)."""
+        W = self.w
+        y = hc_head(X, W[p + "hc_head_fn"], W[p + "hc_head_scale"], W[p + "hc_head_base"], self.cfg)
+        return rms_norm(y, W[p + "norm.weight"], self.cfg.eps) @ W[self.head_name].T
+
+    def last_streams(self, ids):
+        """ids [T] -> the decoder's last streams X [T, hc, H], positions 0..T-1."""
         ids = np.asarray(ids, dtype=np.int64)
         X = self.streams(ids)
         for i in range(self.cfg.n_layers):
-            for kind in ("attn", "ffn"):
-                X = self.sublayer(i, kind, X, ids)
-        W = self.w
-        y = hc_head(X, W["hc_head_fn"], W["hc_head_scale"], W["hc_head_base"], self.cfg)
-        return rms_norm(y, W["norm.weight"], self.cfg.eps) @ W[self.head_name].T
+            X = self.layer(i, X, ids)
+        return X
+
+    def forward(self, ids):
+        """ids [T] -> logits [T, V] (float64), positions 0..T-1."""
+        return self.head(self.last_streams(ids))
+
+    def mtp(self, ids):
+        """The MTP block teacher-forced over ids [T] -> logits [T - 1, V]: row i (position i) reads
+        the decoder's last streams X_i and the next token ids[i + 1], and predicts ids[i + 2]
+        (DeepSeek's MTPBlock: e_proj(enorm(embed)) added to h_proj(hnorm(X)) on every stream, the
+        block's layer n_layers, its own hc_head and norm, the shared head)."""
+        W, c, p = self.w, self.cfg, "mtp.0."
+        ids = np.asarray(ids, dtype=np.int64)
+        X, nxt = self.last_streams(ids)[:-1], ids[1:]
+        e = rms_norm(W["embed.weight"][nxt], W[p + "enorm.weight"], c.eps) @ W[p + "e_proj.weight"].T
+        h = rms_norm(X, W[p + "hnorm.weight"], c.eps) @ W[p + "h_proj.weight"].T      # [T-1, hc, H]
+        return self.head(self.layer(c.n_layers, h + e[:, None, :], nxt), p)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -567,6 +597,8 @@ def main(argv=None):
     ap.add_argument("--input", required=True, help='JSON {"prompts": [{"ids": [...]}, ...]}')
     ap.add_argument("--output", help="output JSON (required unless --self-check)")
     ap.add_argument("--max-new-tokens", type=int, default=0, help="greedy tokens per prompt (default 0)")
+    ap.add_argument("--mtp", action="store_true",
+                    help='also write "mtp_logits": the MTP block teacher-forced over each prompt')
     ap.add_argument("--self-check", action="store_true",
                     help="run internal consistency checks on each prompt; exit 1 on a failure")
     args = ap.parse_args(argv)
@@ -587,6 +619,9 @@ def main(argv=None):
             status |= 0 if ok else 1
     if args.output:
         results = [run_prompt(model, ids, args.max_new_tokens) for ids in prompts]
+        if args.mtp:
+            for r, ids in zip(results, prompts):
+                r["mtp_logits"] = model.mtp(ids).tolist()
         out = {"model": os.path.abspath(args.model), "model_type": model.cfg.model_type,
                "max_new_tokens": args.max_new_tokens, "prompts": results,
                "seconds": round(time.time() - t0, 3)}

@@ -123,7 +123,7 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
       const float* cs = p.angles + t * rope.angle_floats();
       rope.rotate(q + t * nh * d, nh, d, d, cs);
       rope.rotate(kv + t * d, 1, d, d, cs);
-      round_to(s.cache->layers[static_cast<size_t>(layer)].window.dtype(), kv + t * d, d);
+      round_to(s.cache->layer(layer).window.dtype(), kv + t * d, d);
     }
     gather_rows(w, layer, s, p, decoded[i], rows);
   }
@@ -142,11 +142,22 @@ void DeepseekV4Model::attention(const LayerWeights& lw, int64_t layer, const flo
                             r.data(), w.sink.data(), ot);
     rope.rotate(ot, nh, d, d, p.angles + t * rope.angle_floats(), true);
   });
-  // The new rows join the windows only now: the queries above read the rows they replace.
+  // The new rows join the windows only now: the queries above read the rows they replace
+  // (logged, where the rows are provisional).
   const int64_t W = cfg_.sliding_window;
+  thread_local std::vector<float> replaced;
+  replaced.resize(static_cast<size_t>(d));
   for (const SequenceRows& s : seqs) {
-    LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
-    for (int64_t t = 0; t < s.n; ++t) cache.window.put((s.first + t) % W, kv + (s.row + t) * d);
+    LayerCache& cache = s.cache->layer(layer);
+    UndoLayer* undo = s.cache->undo_layer(layer);
+    for (int64_t t = 0; t < s.n; ++t) {
+      const int64_t slot = (s.first + t) % W;
+      if (undo) {
+        cache.window.read(slot, 1, replaced.data());
+        undo->replaced.append(replaced.data());
+      }
+      cache.window.put(slot, kv + (s.row + t) * d);
+    }
   }
 
   // Grouped low-rank output: z_g = wo_a[g] · o_g for each of this rank's groups of heads,
@@ -173,7 +184,8 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);
   const LayerKind kind = cfg_.layer_kind(layer);
   const Rope& rope = layer_rope(layer);
-  LayerCache& cache = s.cache->layers[static_cast<size_t>(layer)];
+  LayerCache& cache = s.cache->layer(layer);
+  UndoLayer* undo = s.cache->undo_layer(layer);
   const float* kv = step.kv + s.row * d;
   // The raw row of a position the sequence's queries may see: a new one, or the ring's
   // (positions from first - W + 1 on, which the new rows overwrite only after every query has
@@ -184,7 +196,8 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
   if (w.compressor) {
     const int64_t width = w.compressor->width();
     compress(*w.compressor, rope, eps, step.compressor_kv + s.row * width,
-             step.compressor_score + s.row * width, s.n, s.first, cache.kv_state, cache.entries);
+             step.compressor_score + s.row * width, s.n, s.first, cache.kv_state, cache.entries,
+             undo ? CompressorLog{&undo->kv_states, &undo->entries} : CompressorLog{});
   }
   const int64_t ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
   float* index_q = nullptr;
@@ -192,7 +205,8 @@ void DeepseekV4Model::gather_rows(const AttentionWeights& w, int64_t layer, cons
   if (w.indexer) {
     const int64_t width = w.indexer->compressor.width();
     compress(w.indexer->compressor, rope, eps, step.index_kv + s.row * width,
-             step.index_score + s.row * width, s.n, s.first, cache.index_state, cache.index_keys);
+             step.index_score + s.row * width, s.n, s.first, cache.index_state, cache.index_keys,
+             undo ? CompressorLog{&undo->index_states, &undo->index_keys} : CompressorLog{});
     index_q = step.index_q + s.row * ih * id;
     index_w = step.index_w + s.row * ih;
     for (int64_t t = 0; t < s.n; ++t)

@@ -28,8 +28,29 @@ void SoftmaxSum::value(float* out) const {
   for (size_t j = 0; j < max_.size(); ++j) out[j] = acc_[j] / sum_[j];
 }
 
+namespace {
+
+// The window ending at pos is complete: its entry, normalised and rotated to the window's first
+// position; the next window's candidates become the open entry's.
+void complete_entry(const CompressorWeights& w, const Rope& rope, float eps, int64_t pos,
+                    CompressorState& state, PooledRows& entries) {
+  const int64_t D = w.dim;
+  thread_local std::vector<float> entry;
+  float* out = take(entry, D);
+  state.own.value(out);
+  kernels::rms_norm(out, w.norm.data(), 1, D, eps, out);
+  rope.rotate(out, D, pos + 1 - w.ratio);
+  entries.append(out);
+  std::swap(state.own, state.next);
+  state.next.reset(D);
+  if (!w.overlap) state.own.reset(D);
+}
+
+}  // namespace
+
 void compress(const CompressorWeights& w, const Rope& rope, float eps, const float* kv,
-              float* score, int64_t n, int64_t first, CompressorState& state, PooledRows& entries) {
+              float* score, int64_t n, int64_t first, CompressorState& state, PooledRows& entries,
+              CompressorLog log) {
   const int64_t r = w.ratio, D = w.dim, width = w.width();
   if (first == 0) {
     state.own.reset(D);
@@ -45,17 +66,11 @@ void compress(const CompressorWeights& w, const Rope& rope, float eps, const flo
     for (int64_t k = 0; k < width; ++k) s[k] += ape[k];
     state.own.add(s + own_column, kv + t * width + own_column);
     if (w.overlap) state.next.add(s, kv + t * width);
-    if (pos % r != r - 1) continue;
-    // The window is complete: its entry, normalised and rotated to the window's first position.
-    thread_local std::vector<float> entry;
-    float* out = take(entry, D);
-    state.own.value(out);
-    kernels::rms_norm(out, w.norm.data(), 1, D, eps, out);
-    rope.rotate(out, D, pos + 1 - r);
-    entries.append(out);
-    std::swap(state.own, state.next);
-    state.next.reset(D);
-    if (!w.overlap) state.own.reset(D);
+    if (pos % r == r - 1) complete_entry(w, rope, eps, pos, state, entries);
+    if (log.states) {
+      log.states->push_back(state);
+      log.counts->push_back(entries.rows());
+    }
   }
 }
 

@@ -37,7 +37,8 @@ void read_attention(const ConfigReader& c, V4Config& cfg) {
   cfg.yarn = model::read_yarn(c);
 }
 
-// compress_ratios: one per decoder layer, optionally followed by the MTP block's.
+// compress_ratios: one per decoder layer, optionally followed by the MTP block's (released V4
+// configs list it; where one does not, the block attends its window only).
 void read_compress_ratios(const ConfigReader& c, V4Config& cfg) {
   if (!c.present("compress_ratios") || !c.raw("compress_ratios").is_array())
     fail("{}: 'compress_ratios' must be a list (one ratio per layer)", c.origin());
@@ -58,7 +59,8 @@ void read_compress_ratios(const ConfigReader& c, V4Config& cfg) {
     }
     cfg.compress_ratios.push_back(v.get<int64_t>());
   }
-  cfg.compress_ratios.resize(static_cast<size_t>(cfg.num_hidden_layers));
+  cfg.compress_ratios.resize(
+      static_cast<size_t>(cfg.num_hidden_layers + cfg.num_nextn_predict_layers), 0);
 }
 
 void read_indexer(const ConfigReader& c, V4Config& cfg) {

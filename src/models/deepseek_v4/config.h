@@ -40,7 +40,7 @@ struct V4Config {
   int64_t o_groups = 0;     // the output projection's groups of heads
   int64_t o_lora_rank = 0;  // each group's low rank
   int64_t sliding_window = 0;
-  std::vector<int64_t> compress_ratios;   // per decoder layer: 0, 4 or 128
+  std::vector<int64_t> compress_ratios;   // per layer, the MTP block's last: 0, 4 or 128
   double rope_theta = 10000.0;            // window-only layers (no YaRN)
   double compress_rope_theta = 160000.0;  // compressing layers (with YaRN when configured)
   std::optional<model::YarnScaling> yarn;
@@ -74,6 +74,9 @@ struct V4Config {
     return compress_ratios[static_cast<size_t>(layer)];
   }
   bool hash_routed(int64_t layer) const { return layer < num_hash_layers; }
+  // The MTP block is a layer after the decoder's: its compress ratio and its KV pools.
+  int64_t mtp_layer() const { return num_hidden_layers; }
+  int64_t layers_with_mtp() const { return num_hidden_layers + num_nextn_predict_layers; }
   int64_t hc_mix_size() const { return (2 + hc_mult) * hc_mult; }  // hc_pre's mixes per token
 
   // The KV a layer keeps, in values (times the cache's bytes per value): per token of context

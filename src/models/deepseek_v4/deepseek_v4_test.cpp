@@ -2,6 +2,7 @@
 // independent float64 reference (tests/reference/deepseek_v4_reference.py) on random models of
 // every layer kind (window-only, CSA, HCA), hash and score routing, FP8 blocks and FP4 experts,
 // with prompts long enough that windows, compressed entries and the indexer's top-k all matter.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -259,6 +260,77 @@ TEST_F(V4Forward, SnapshotsContinueAsTheirSequenceAndShareItsEntries) {
   store.drop_snapshot(slots[169]);
   EXPECT_EQ(store.pooled_rows(), 0);
   EXPECT_THROW(run(4, 150, 1), std::exception);  // no state, no snapshot
+}
+
+// Speculative drafts: a verify step's rows are provisional, and a step that runs the sequence
+// after fewer tokens takes the rest back. For every count kept (the step's first row and 0 to 6
+// drafts, across CSA's 4-token entries and the 8-row window ring, from two phases of both), the
+// 130 tokens after (past the entries whose windows hold kept rows: CSA's next two, HCA's at
+// position 255) give the logits of a sequence that never ran the rejected rows, and hold as
+// many pooled rows; a snapshot of a request holding provisional rows keeps only those it names.
+TEST_F(V4Forward, ProvisionalRowsTakenBackLeaveTheSequenceAsBefore) {
+  DeepseekV4Model model(make(true), model::WeightFormat(kernels::WeightType::F32));
+  const int64_t V = model.config().vocab_size;
+  const std::vector<int32_t> ids = prompt(300, V, 31), wrong = prompt(6, V, 32);
+  std::vector<int32_t> slots(300);
+  std::iota(slots.begin(), slots.end(), 0);
+  const std::unique_ptr<model::KvStore> kv = model.new_kv_store(1000, KvDtype::Float32);
+  auto& store = static_cast<V4KvStore&>(*kv);
+  model::SingleRankComm comm;
+  // Request id runs `tokens` after its first `first` tokens; every row's logits.
+  auto run = [&](uint64_t id, int64_t first, const std::vector<int32_t>& tokens, bool provisional) {
+    const auto n = static_cast<int64_t>(tokens.size());
+    model::StepInput in;
+    in.tokens = tokens;
+    for (int64_t t = 0; t < n; ++t) in.positions.push_back(static_cast<int32_t>(first + t));
+    in.seqs.push_back(
+        {n, first, std::span(slots).first(static_cast<size_t>(first + n)), id, provisional});
+    in.logit_rows.resize(static_cast<size_t>(n));
+    std::iota(in.logit_rows.begin(), in.logit_rows.end(), 0);
+    return model.forward(in, store, comm);
+  };
+  const auto part = [&](int64_t begin, int64_t end) {
+    return std::vector<int32_t>(ids.begin() + begin, ids.begin() + end);
+  };
+  uint64_t id = 0;
+  for (const int64_t base : {129, 134}) {
+    for (int64_t kept = 0; kept <= 6; ++kept) {
+      SCOPED_TRACE(fmt::format("after {} tokens, {} drafts kept", base, kept));
+      // Speculating: the prompt, a verify step (its drafts right up to `kept`), then 130 tokens.
+      const uint64_t spec = ++id, plain = ++id;
+      run(spec, 0, part(0, base), false);
+      std::vector<int32_t> verify = part(base, base + 1 + kept);
+      verify.insert(verify.end(), wrong.begin(), wrong.begin() + (6 - kept));
+      run(spec, base, verify, true);
+      const int64_t after = base + 1 + kept;
+      const std::vector<float> got = run(spec, after, part(after, after + 130), false);
+      const int64_t spec_rows = store.pooled_rows();
+      // Never speculating: the kept tokens, then the same 130.
+      run(plain, 0, part(0, after), false);
+      const std::vector<float> want = run(plain, after, part(after, after + 130), false);
+      EXPECT_EQ(store.pooled_rows(), 2 * spec_rows);
+      for (int64_t t = 0; t < 130; ++t) {
+        const std::vector<double> row(want.begin() + t * V, want.begin() + (t + 1) * V);
+        EXPECT_LT(relative_l2(got.data() + t * V, row), 1e-5) << "row " << t;
+      }
+      store.release(spec);
+      store.release(plain);
+    }
+  }
+  EXPECT_EQ(store.pooled_rows(), 0);
+  // A snapshot of the kept tokens of a request whose last step was provisional.
+  run(++id, 0, part(0, 130), false);
+  run(id, 130, {ids[130], ids[131], wrong[0], wrong[1]}, true);
+  store.snapshot(id, 132, slots[131], true);
+  const std::vector<float> restored = run(++id, 132, part(132, 134), false);
+  const std::vector<float> plain = run(++id, 132, part(132, 134), false);  // snapshot again
+  EXPECT_EQ(restored, plain);
+  run(++id, 0, part(0, 132), false);
+  const std::vector<float> want = run(id, 132, part(132, 134), false);
+  for (int64_t t = 0; t < 2; ++t) {
+    const std::vector<double> row(want.begin() + t * V, want.begin() + (t + 1) * V);
+    EXPECT_LT(relative_l2(restored.data() + t * V, row), 1e-5) << "row " << t;
+  }
 }
 
 // A bf16 cache (the rows a server keeps by default) moves the logits little from float32's.

@@ -122,35 +122,44 @@ void moe(Counter& n, const V4Config& c, int64_t layer) {
   if (c.n_shared_experts > 0) expert(n, c, linear_storage(c), false);
 }
 
+void layer(Counter& n, const V4Config& c, int64_t l) {
+  const int64_t H = c.hidden_size, hc = c.hc_mult;
+  n.f32(2 * H);                                                           // attn_norm, ffn_norm
+  for (int k = 0; k < 2; ++k) n.f32(c.hc_mix_size() * (hc * H + 1) + 3);  // hc_attn, hc_ffn
+  attention(n, c, l);
+  moe(n, c, l);
+  // tid2eid is held as int32 ids
+  if (c.hash_routed(l)) n.f32(c.vocab_size * c.router.top_k);
+}
+
 // Every weight of the rank at `layout`, in the loader's order.
 Counter count_weights(const V4Config& c, const model::WeightFormat& format,
-                      const model::RankLayout& layout) {
+                      const model::RankLayout& layout, bool with_mtp) {
   Counter n(c, format, layout);
   const int64_t H = c.hidden_size, hc = c.hc_mult;
   n.split(vocab_rows(c, "embed", WeightKind::Embedding), StorageType::BF16);
   n.embedding_bytes = n.bytes();
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    n.f32(2 * H);                                                           // attn_norm, ffn_norm
-    for (int k = 0; k < 2; ++k) n.f32(c.hc_mix_size() * (hc * H + 1) + 3);  // hc_attn, hc_ffn
-    attention(n, c, l);
-    moe(n, c, l);
-    // tid2eid is held as int32 ids
-    if (c.hash_routed(l)) n.f32(c.vocab_size * c.router.top_k);
-  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) layer(n, c, l);
   n.f32(hc * (hc * H + 1) + 1);  // hc_head
   n.f32(H);                      // norm
   n.split(vocab_rows(c, "head", WeightKind::LmHead), StorageType::BF16);
+  if (!with_mtp) return n;
+  n.f32(3 * H);                                                   // enorm, hnorm, norm
+  for (int k = 0; k < 2; ++k) n.linear(H, H, linear_storage(c));  // e_proj, h_proj
+  layer(n, c, c.mtp_layer());
+  n.f32(hc * (hc * H + 1) + 1);  // its hc_head
   return n;
 }
 
 }  // namespace
 
 int64_t weight_value_bytes(const V4Config& c, const model::WeightFormat& format,
-                           const model::RankLayout& layout) {
-  return count_weights(c, format, layout).bytes();
+                           const model::RankLayout& layout, bool with_mtp) {
+  return count_weights(c, format, layout, with_mtp).bytes();
 }
 
-model::ModelSizing sizing(const V4Config& c, const model::WeightFormat& format, KvDtype kv_dtype) {
+model::ModelSizing sizing(const V4Config& c, const model::WeightFormat& format, KvDtype kv_dtype,
+                          bool with_mtp) {
   model::ModelSizing s;
   s.model_type = "deepseek_v4";
   s.layers = c.num_hidden_layers;
@@ -158,14 +167,14 @@ model::ModelSizing sizing(const V4Config& c, const model::WeightFormat& format, 
   s.vocab_size = c.vocab_size;
   s.routed_experts = c.n_routed_experts;
   s.experts_per_token = c.router.top_k;
-  const V4KvCapacity kv = kv_capacity(c, kv_dtype, 0, 0);
+  const V4KvCapacity kv = kv_capacity(c, kv_dtype, 0, 0, with_mtp);
   s.kv_bytes_per_token = kv.bytes_per_token;
   // Each running request's window and compressor state, and a prefix snapshot of the same size
   // (serve reserves one per request the group may run, unless --disable-radix-cache).
   s.kv_bytes_per_request = 2 * kv.bytes_per_sequence;
   s.check_layout = [c](const model::RankLayout& layout) { check_layout(c, layout); };
-  s.rank = [c, format](const model::RankLayout& layout) {
-    const Counter n = count_weights(c, format, layout);
+  s.rank = [c, format, with_mtp](const model::RankLayout& layout) {
+    const Counter n = count_weights(c, format, layout, with_mtp);
     // The kernels' packed copies of the bf16 compressor weights are left out (under 1 % of
     // V4-Flash's bytes).
     return model::RankSizing{n.bytes(), n.bytes(), n.bytes() - n.routed_bytes - n.embedding_bytes,

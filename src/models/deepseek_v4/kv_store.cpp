@@ -7,88 +7,9 @@
 
 namespace mlaserve::models::deepseek_v4 {
 
-void check_row_dtype(KvDtype dtype) {
-  if (dtype == KvDtype::Fp8E4m3)
-    fail("DeepSeek-V4 keeps its KV rows in float32 or bfloat16 (--kv-cache-dtype), not fp8_e4m3");
-}
-
-RowStore::RowStore(KvDtype dtype, int64_t dim, int64_t rows)
-    : dtype_(dtype),
-      dim_(dim),
-      row_bytes_(kv_value_bytes(dtype) * dim),
-      bytes_(static_cast<size_t>(rows * row_bytes_)) {
-  check_row_dtype(dtype);
-}
-
-void RowStore::append(const float* row) {
-  bytes_.resize(bytes_.size() + static_cast<size_t>(row_bytes_));
-  put(rows() - 1, row);
-}
-
-void RowStore::put(int64_t i, const float* row) {
-  encode_kv_row(dtype_, row, dim_, bytes_.data() + i * row_bytes_, nullptr);
-}
-
-void RowStore::read(int64_t first, int64_t n, float* out) const {
-  const KvRows rows = view();
-  for (int64_t i = 0; i < n; ++i) decode_kv_row(rows, first + i, out + i * dim_);
-}
-
-int32_t RowPool::add(const float* row) {
-  if (free_.empty()) {
-    rows_.append(row);
-    holders_.push_back(1);
-    return static_cast<int32_t>(rows_.rows() - 1);
-  }
-  const int32_t id = free_.back();
-  free_.pop_back();
-  rows_.put(id, row);
-  holders_[static_cast<size_t>(id)] = 1;
-  return id;
-}
-
-void RowPool::let_go(int32_t row) {
-  if (--holders_[static_cast<size_t>(row)] == 0) free_.push_back(row);
-}
-
-PooledRows::PooledRows(const PooledRows& other) : pool_(other.pool_), ids_(other.ids_) {
-  for (int32_t id : ids_) pool_->hold(id);
-}
-
-PooledRows& PooledRows::operator=(const PooledRows& other) {
-  if (this != &other) *this = PooledRows(other);
-  return *this;
-}
-
-PooledRows& PooledRows::operator=(PooledRows&& other) noexcept {
-  if (this != &other) {
-    let_go();
-    pool_ = std::move(other.pool_);
-    ids_ = std::move(other.ids_);
-  }
-  return *this;
-}
-
-void PooledRows::let_go() {
-  for (int32_t id : ids_) pool_->let_go(id);
-  ids_.clear();
-}
-
-void PooledRows::read(int64_t first, int64_t n, float* out) const {
-  for (int64_t i = 0; i < n; ++i)
-    pool_->read(ids_[static_cast<size_t>(first + i)], out + i * pool_->view().row_dim);
-}
-
-int64_t EntryPools::rows_in_use() const {
-  int64_t n = 0;
-  for (const auto* kind : {&entries, &index_keys})
-    for (const auto& pool : *kind) n += pool->rows_in_use();
-  return n;
-}
-
 EntryPools new_entry_pools(const V4Config& cfg, KvDtype dtype) {
   EntryPools pools;
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+  for (int64_t l = 0; l < cfg.layers_with_mtp(); ++l) {
     pools.entries.push_back(std::make_shared<RowPool>(dtype, cfg.head_dim));
     pools.index_keys.push_back(
         std::make_shared<RowPool>(dtype, std::max<int64_t>(1, cfg.index_head_dim)));
@@ -96,11 +17,14 @@ EntryPools new_entry_pools(const V4Config& cfg, KvDtype dtype) {
   return pools;
 }
 
-SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype, const EntryPools& pools) {
+SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype, const EntryPools& pools,
+                                 int64_t first_layer, int64_t n_layers) {
   SequenceCache cache;
-  cache.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
-  for (size_t l = 0; l < cache.layers.size(); ++l) {
-    LayerCache& layer = cache.layers[l];
+  cache.first_layer = first_layer;
+  cache.layers.resize(static_cast<size_t>(n_layers < 0 ? cfg.num_hidden_layers : n_layers));
+  for (size_t i = 0; i < cache.layers.size(); ++i) {
+    const size_t l = static_cast<size_t>(first_layer) + i;
+    LayerCache& layer = cache.layers[i];
     layer.window = RowStore(dtype, cfg.head_dim, cfg.sliding_window);
     layer.entries = PooledRows(pools.entries[l]);
     layer.index_keys = PooledRows(pools.index_keys[l]);
@@ -109,12 +33,12 @@ SequenceCache new_sequence_cache(const V4Config& cfg, KvDtype dtype, const Entry
 }
 
 V4KvCapacity kv_capacity(const V4Config& cfg, KvDtype dtype, int64_t budget_bytes,
-                         int64_t max_sequences) {
+                         int64_t max_sequences, bool with_mtp) {
   check_row_dtype(dtype);
   V4KvCapacity c;
   const int64_t value_bytes = kv_value_bytes(dtype);
   double per_token = 0;
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+  for (int64_t l = 0; l < (with_mtp ? cfg.layers_with_mtp() : cfg.num_hidden_layers); ++l) {
     per_token += cfg.kv_values_per_token(l) * static_cast<double>(value_bytes);
     c.bytes_per_sequence += cfg.window_values() * value_bytes + cfg.compressor_state_floats(l) * 4;
   }
@@ -124,20 +48,33 @@ V4KvCapacity kv_capacity(const V4Config& cfg, KvDtype dtype, int64_t budget_byte
   return c;
 }
 
-V4KvStore::V4KvStore(const V4Config& cfg, int64_t capacity_tokens, KvDtype dtype)
+V4KvStore::V4KvStore(const V4Config& cfg, int64_t capacity_tokens, KvDtype dtype, bool with_mtp)
     : cfg_(cfg),
       capacity_tokens_(capacity_tokens),
       dtype_(dtype),
+      with_mtp_(with_mtp),
       pools_(new_entry_pools(cfg, dtype)) {}
 
 SequenceCache& V4KvStore::sequence(const model::SequenceStep& step) {
-  if (step.n_cached == 0) return caches_[step.id] = new_sequence_cache(cfg_, dtype_, pools_);
+  SequenceCache& cache = held(step).main;
+  if (step.provisional) {
+    log_provisional_rows(cache);
+  } else {
+    finalize_rows(cache);
+  }
+  return cache;
+}
+
+V4KvStore::Held& V4KvStore::held(const model::SequenceStep& step) {
+  if (step.n_cached == 0) return caches_[step.id] = fresh();
   if (const auto it = caches_.find(step.id);
-      it != caches_.end() && it->second.n_tokens == step.n_cached)
+      it != caches_.end() && can_roll_back(it->second.main, step.n_cached)) {
+    roll_back(it->second.main, step.n_cached);
     return it->second;
+  }
   const int32_t key = step.kv_slots[static_cast<size_t>(step.n_cached - 1)];
   const auto kept = snapshots_.find(key);
-  if (kept == snapshots_.end() || kept->second.n_tokens != step.n_cached) {
+  if (kept == snapshots_.end() || kept->second.main.n_tokens != step.n_cached) {
     fail(
         "internal: request {} runs after {} cached tokens, but DeepSeek-V4's store holds neither "
         "its state nor a snapshot of {} tokens under slot {}",
@@ -146,18 +83,68 @@ SequenceCache& V4KvStore::sequence(const model::SequenceStep& step) {
   return caches_[step.id] = kept->second;
 }
 
+V4KvStore::Held V4KvStore::fresh() const {
+  Held h{new_sequence_cache(cfg_, dtype_, pools_), {}};
+  if (with_mtp_) h.mtp = new_sequence_cache(cfg_, dtype_, pools_, cfg_.mtp_layer(), 1);
+  return h;
+}
+
+SequenceCache& V4KvStore::mtp_sequence(const model::SequenceStep& step) {
+  const auto it = caches_.find(step.id);
+  if (!with_mtp_ || it == caches_.end())
+    fail("internal: the MTP block runs request {}, which its main layers have not run", step.id);
+  SequenceCache& cache = it->second.mtp;
+  if (can_roll_back(cache, step.n_cached)) {
+    roll_back(cache, step.n_cached);
+  } else {
+    cache = padded_mtp_cache(step.n_cached);
+  }
+  if (step.provisional) {
+    log_provisional_rows(cache);
+  } else {
+    finalize_rows(cache);
+  }
+  return cache;
+}
+
+// An MTP cache holds the rows of every position its sequence's MTP passes ran, which is every
+// position for a request that speculates from its first token. One restored from a snapshot a
+// request without speculation made (a constrained one) lacks them: it starts at position n with
+// zero rows and entries before it. That only makes drafts worse, never outputs: every draft is
+// verified.
+SequenceCache V4KvStore::padded_mtp_cache(int64_t n) const {
+  SequenceCache cache = new_sequence_cache(cfg_, dtype_, pools_, cfg_.mtp_layer(), 1);
+  cache.n_tokens = n;
+  const int64_t ratio = cfg_.compress_ratio(cfg_.mtp_layer());
+  if (ratio == 0) return cache;
+  LayerCache& layer = cache.layers.front();
+  const std::vector<float> zeros(static_cast<size_t>(std::max(cfg_.head_dim, cfg_.index_head_dim)),
+                                 0.0f);
+  for (int64_t e = 0; e < n / ratio; ++e) {
+    layer.entries.append(zeros.data());
+    if (ratio == 4) layer.index_keys.append(zeros.data());
+  }
+  layer.kv_state.own.reset(cfg_.head_dim);
+  layer.kv_state.next.reset(cfg_.head_dim);
+  layer.index_state.own.reset(cfg_.index_head_dim);
+  layer.index_state.next.reset(cfg_.index_head_dim);
+  return cache;
+}
+
 void V4KvStore::snapshot(uint64_t id, int64_t n_tokens, int32_t key, bool release) {
   const auto it = caches_.find(id);
-  if (it == caches_.end() || it->second.n_tokens != n_tokens) {
+  if (it == caches_.end() || !can_roll_back(it->second.main, n_tokens)) {
     fail("internal: a snapshot of request {} after {} tokens, but the store holds {} of it", id,
-         n_tokens, it == caches_.end() ? 0 : it->second.n_tokens);
+         n_tokens, it == caches_.end() ? 0 : it->second.main.n_tokens);
   }
-  if (!release) {
-    snapshots_.insert_or_assign(key, it->second);
-    return;
-  }
-  snapshots_.insert_or_assign(key, std::move(it->second));
-  caches_.erase(it);
+  Held kept = release ? std::move(it->second) : it->second;
+  if (release) caches_.erase(it);
+  // The snapshot's rows are final: the request's provisional ones (rejected drafts) go.
+  roll_back(kept.main, n_tokens);
+  finalize_rows(kept.main);
+  if (can_roll_back(kept.mtp, n_tokens)) roll_back(kept.mtp, n_tokens);
+  finalize_rows(kept.mtp);
+  snapshots_.insert_or_assign(key, std::move(kept));
 }
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -182,8 +182,8 @@ MoeWeights moe(const Reader& r, const std::string& p, int64_t layer, const V4Con
   return w;
 }
 
-LayerWeights layer(const Reader& r, int64_t i, const V4Config& c) {
-  const std::string p = fmt::format("layers.{}.", i);
+// Layer i's tensors, named p + ... (layers.i., or mtp.0. for the MTP block's layer).
+LayerWeights layer(const Reader& r, const std::string& p, int64_t i, const V4Config& c) {
   LayerWeights w;
   w.attn_norm = r.values(p + "attn_norm.weight", c.hidden_size);
   w.ffn_norm = r.values(p + "ffn_norm.weight", c.hidden_size);
@@ -194,19 +194,36 @@ LayerWeights layer(const Reader& r, int64_t i, const V4Config& c) {
   return w;
 }
 
+MtpWeights mtp(const Reader& r, const V4Config& c) {
+  const std::string p = "mtp.0.";
+  const int64_t H = c.hidden_size;
+  MtpWeights w;
+  w.enorm = r.values(p + "enorm.weight", H);
+  w.hnorm = r.values(p + "hnorm.weight", H);
+  w.norm = r.values(p + "norm.weight", H);
+  w.e_proj = r.linear(p + "e_proj.weight", H, H, WeightKind::MtpProjection);
+  w.h_proj = r.linear(p + "h_proj.weight", H, H, WeightKind::MtpProjection);
+  w.block = layer(r, p, c.mtp_layer(), c);
+  w.hc_head = hc_weights(r, p + "hc_head", c.hc_mult, 1, c);
+  return w;
+}
+
 }  // namespace
 
 V4Weights load_weights(const std::filesystem::path& dir, const V4Config& cfg,
-                       const model::WeightFormat& format, const model::RankLayout& layout) {
+                       const model::WeightFormat& format, const model::RankLayout& layout,
+                       bool with_mtp) {
   const model::Checkpoint ckpt = model::Checkpoint::open(dir);
   const Reader r(ckpt, format, cfg, layout);
   V4Weights w;
   // The embedding keeps its row-major values: it is read by rows.
   w.embed = r.split(vocab_rows(cfg, "embed.weight", WeightKind::Embedding), true);
-  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) w.layers.push_back(layer(r, i, cfg));
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i)
+    w.layers.push_back(layer(r, fmt::format("layers.{}.", i), i, cfg));
   w.hc_head = hc_weights(r, "hc_head", cfg.hc_mult, 1, cfg);
   w.norm = r.values("norm.weight", cfg.hidden_size);
   w.head = r.split(vocab_rows(cfg, "head.weight", WeightKind::LmHead));
+  if (with_mtp) w.mtp = mtp(r, cfg);
   w.value_bytes = r.value_bytes();
   w.resident_bytes = r.resident_bytes();
   return w;

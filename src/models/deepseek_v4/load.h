@@ -12,8 +12,9 @@
 namespace mlaserve::models::deepseek_v4 {
 
 // This rank's part of the weights under layout (sharding.h). format must be resolved
-// (model::resolve_weight_format with the config's FP8 flag).
+// (model::resolve_weight_format with the config's FP8 flag). with_mtp: the MTP block mtp.0 too.
 V4Weights load_weights(const std::filesystem::path& dir, const V4Config& cfg,
-                       const model::WeightFormat& format, const model::RankLayout& layout);
+                       const model::WeightFormat& format, const model::RankLayout& layout,
+                       bool with_mtp = false);
 
 }  // namespace mlaserve::models::deepseek_v4

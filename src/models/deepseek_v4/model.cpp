@@ -35,16 +35,25 @@ std::vector<int32_t> step_tokens(const std::vector<int32_t>& tokens, model::Step
 
 }  // namespace
 
+struct DeepseekV4Model::StepRows {
+  std::vector<int32_t> tokens;
+  std::vector<SequenceRows> rows;
+  std::vector<int32_t> moe_tokens;
+  int64_t n() const { return static_cast<int64_t>(tokens.size()); }
+};
+
 DeepseekV4Model::DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format,
-                                 const model::RankLayout& layout)
+                                 const model::RankLayout& layout, bool with_mtp)
     : cfg_(checked(V4Config::load(dir), layout)),
       shards_(shards(cfg_, layout)),
       attn_tp_size_(layout.attn_tp_size),
       info_(model::model_info("deepseek_v4", cfg_)),
       format_(model::resolve_weight_format(format, cfg_.fp8_block_quantized)),
-      w_(load_weights(dir, cfg_, format_, layout)),
+      w_(load_weights(dir, cfg_, format_, layout, with_mtp)),
       window_rope_(cfg_, false),
-      compress_rope_(cfg_, true) {}
+      compress_rope_(cfg_, true) {
+  info_.mtp_input_width = cfg_.hc_mult * cfg_.hidden_size;
+}
 
 SequenceCache DeepseekV4Model::new_cache(KvDtype dtype) const {
   return new_sequence_cache(cfg_, dtype, new_entry_pools(cfg_, dtype));
@@ -53,7 +62,7 @@ SequenceCache DeepseekV4Model::new_cache(KvDtype dtype) const {
 std::unique_ptr<model::KvStore> DeepseekV4Model::new_kv_store(int64_t capacity_tokens,
                                                               KvDtype dtype) const {
   check_row_dtype(dtype);
-  return std::make_unique<V4KvStore>(cfg_, capacity_tokens, dtype);
+  return std::make_unique<V4KvStore>(cfg_, capacity_tokens, dtype, has_mtp());
 }
 
 std::string DeepseekV4Model::weight_format_description() const {
@@ -77,10 +86,50 @@ std::vector<float> DeepseekV4Model::forward(const model::StepInput& in, model::K
         {std::span(in.tokens).subspan(row, static_cast<size_t>(s.n_new)), &store.sequence(s)});
     row += static_cast<size_t>(s.n_new);
   }
-  std::vector<float> h = hidden(seqs, comm);
-  std::vector<float> out = logits(h, in.logit_rows, comm);
-  if (final_hidden) *final_hidden = std::move(h);
-  return out;
+  return logits(hidden(seqs, comm, final_hidden), in.logit_rows, comm);
+}
+
+std::vector<float> DeepseekV4Model::mtp_forward(const model::StepInput& in,
+                                                const float* final_hidden, model::KvStore& kv,
+                                                model::StepComm& comm,
+                                                std::vector<float>* head_hidden) {
+  if (!w_.mtp) fail("internal: mtp_forward without the MTP block loaded");
+  const MtpWeights& m = *w_.mtp;
+  auto& store = static_cast<V4KvStore&>(kv);
+  std::vector<SequenceInput> seqs;
+  size_t row = 0;
+  for (const model::SequenceStep& s : in.seqs) {
+    seqs.push_back(
+        {std::span(in.tokens).subspan(row, static_cast<size_t>(s.n_new)), &store.mtp_sequence(s)});
+    row += static_cast<size_t>(s.n_new);
+  }
+  const StepRows step = step_rows(seqs, comm);
+  const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult, n = step.n();
+  const auto eps = static_cast<float>(cfg_.rms_norm_eps);
+  // X [n, hc, H] = h_proj(hnorm(X_i)) per stream, plus e_proj(enorm(embed(t_{i+1}))) [n, H].
+  float* normed = take(buf_.mtp_streams, n * hc * H);
+  kernels::rms_norm(final_hidden, m.hnorm.data(), n * hc, H, eps, normed);
+  float* X = take(buf_.streams, n * hc * H);
+  linear(FlopKind::Mtp, normed, n * hc, m.h_proj, X);
+  float* e = take(buf_.embedded, n * H);
+  model::embed_vocab_parallel(w_.embed, shards_.vocab, cfg_.vocab_size, in.tokens, e, comm);
+  kernels::rms_norm(e, m.enorm.data(), n, H, eps, e);
+  float* projected = take(buf_.y, n * H);
+  linear(FlopKind::Mtp, e, n, m.e_proj, projected);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < hc; ++i) {
+      float* xs = X + (t * hc + i) * H;
+      for (int64_t k = 0; k < H; ++k) xs[k] += projected[t * H + k];
+    }
+  }
+  layer(m.block, cfg_.mtp_layer(), step, X, comm);
+  for (const SequenceRows& s : step.rows) s.cache->n_tokens += s.n;
+  if (head_hidden) {
+    head_hidden->clear();
+    for (const int64_t r : in.logit_rows)
+      head_hidden->insert(head_hidden->end(), X + r * hc * H, X + (r + 1) * hc * H);
+  }
+  return logits(head_input(m.hc_head, m.norm, X, n), in.logit_rows, comm);
 }
 
 void DeepseekV4Model::embed_streams(const std::vector<int32_t>& tokens, model::StepComm& comm,
@@ -133,31 +182,23 @@ void DeepseekV4Model::moe_exchange(const MoeWeights& w, int64_t layer, const flo
   comm.reduce_to_group(partial, n, H, out);
 }
 
-std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
-                                           model::StepComm& comm) const {
-  const int64_t H = cfg_.hidden_size;
-  const auto eps = static_cast<float>(cfg_.rms_norm_eps);
-  std::vector<int32_t> tokens;
-  std::vector<SequenceRows> rows;
+DeepseekV4Model::StepRows DeepseekV4Model::step_rows(std::span<const SequenceInput> seqs,
+                                                     model::StepComm& comm) const {
+  StepRows step;
   for (const SequenceInput& s : seqs) {
     const auto n = static_cast<int64_t>(s.tokens.size());
     if (s.cache->n_tokens + n > cfg_.max_position_embeddings) {
       fail("{} positions exceed max_position_embeddings {}", s.cache->n_tokens + n,
            cfg_.max_position_embeddings);
     }
-    rows.push_back({static_cast<int64_t>(tokens.size()), n, s.cache->n_tokens, s.cache});
-    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+    step.rows.push_back({step.n(), n, s.cache->n_tokens, s.cache});
+    step.tokens.insert(step.tokens.end(), s.tokens.begin(), s.tokens.end());
   }
-  const auto n = static_cast<int64_t>(tokens.size());
-  // The residual streams and the sublayers' input and output.
-  float* X = take(buf_.streams, n * cfg_.hc_mult * H);
-  float* x = take(buf_.x, n * H);
-  float* y = take(buf_.y, n * H);
-  embed_streams(tokens, comm, X);
   // Each row's RoPE angles in both bases, once per step (every layer of a kind reads the same).
+  const int64_t n = step.n();
   float* window_angles = take(buf_.window_angles, n * window_rope_.angle_floats());
   float* compress_angles = take(buf_.compress_angles, n * compress_rope_.angle_floats());
-  for (const SequenceRows& s : rows) {
+  for (const SequenceRows& s : step.rows) {
     for (int64_t r = s.row; r < s.row + s.n; ++r) {
       const int64_t pos = s.first + r - s.row;
       window_rope_.angles(pos, window_angles + r * window_rope_.angle_floats());
@@ -166,24 +207,51 @@ std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
   }
   // The token ids of every group's rows, in the MoE's row order (its hash-routed layers read
   // them): gathered once per step as float32 values (exact: check_layout holds ids below 2^24).
-  const std::vector<int32_t> moe_tokens = step_tokens(tokens, comm);
-  HcMix mix;
-  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-    const LayerWeights& w = w_.layers[static_cast<size_t>(l)];
-    comm.begin_layer(l);
-    hc_pre(cfg_, w.hc_attn, X, n, x, mix);
-    kernels::rms_norm(x, w.attn_norm.data(), n, H, eps, x);
-    attention(w, l, x, rows, n, comm, y);
-    hc_post(cfg_, mix, y, n, X);
+  step.moe_tokens = step_tokens(step.tokens, comm);
+  return step;
+}
 
-    hc_pre(cfg_, w.hc_ffn, X, n, x, mix);
-    kernels::rms_norm(x, w.ffn_norm.data(), n, H, eps, x);
-    moe_exchange(w.ffn, l, x, moe_tokens, n, comm, y);
-    hc_post(cfg_, mix, y, n, X);
-  }
-  for (const SequenceRows& s : rows) s.cache->n_tokens += s.n;
-  hc_head(cfg_, w_.hc_head, X, n, x);
-  kernels::rms_norm(x, w_.norm.data(), n, H, eps, x);
+void DeepseekV4Model::layer(const LayerWeights& w, int64_t l, const StepRows& step, float* X,
+                            model::StepComm& comm) const {
+  const int64_t H = cfg_.hidden_size, n = step.n();
+  const auto eps = static_cast<float>(cfg_.rms_norm_eps);
+  // The sublayers' input and output.
+  float* x = take(buf_.x, n * H);
+  float* y = take(buf_.y, n * H);
+  HcMix mix;
+  comm.begin_layer(l);
+  hc_pre(cfg_, w.hc_attn, X, n, x, mix);
+  kernels::rms_norm(x, w.attn_norm.data(), n, H, eps, x);
+  attention(w, l, x, step.rows, n, comm, y);
+  hc_post(cfg_, mix, y, n, X);
+
+  hc_pre(cfg_, w.hc_ffn, X, n, x, mix);
+  kernels::rms_norm(x, w.ffn_norm.data(), n, H, eps, x);
+  moe_exchange(w.ffn, l, x, step.moe_tokens, n, comm, y);
+  hc_post(cfg_, mix, y, n, X);
+}
+
+std::vector<float> DeepseekV4Model::hidden(std::span<const SequenceInput> seqs,
+                                           model::StepComm& comm,
+                                           std::vector<float>* streams) const {
+  const StepRows step = step_rows(seqs, comm);
+  const int64_t n = step.n(), width = cfg_.hc_mult * cfg_.hidden_size;
+  float* X = take(buf_.streams, n * width);  // the residual streams [n, hc, H]
+  embed_streams(step.tokens, comm, X);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+    layer(w_.layers[static_cast<size_t>(l)], l, step, X, comm);
+  for (const SequenceRows& s : step.rows) s.cache->n_tokens += s.n;
+  if (streams) streams->assign(X, X + n * width);
+  return head_input(w_.hc_head, w_.norm, X, n);
+}
+
+std::vector<float> DeepseekV4Model::head_input(const HcWeights& hc_head_weights,
+                                               const std::vector<float>& norm, const float* X,
+                                               int64_t n) const {
+  const int64_t H = cfg_.hidden_size;
+  float* x = take(buf_.x, n * H);
+  hc_head(cfg_, hc_head_weights, X, n, x);
+  kernels::rms_norm(x, norm.data(), n, H, static_cast<float>(cfg_.rms_norm_eps), x);
   return {x, x + n * H};
 }
 
@@ -195,8 +263,9 @@ void DeepseekV4Model::linear(FlopKind kind, const float* x, int64_t m, const ker
 }
 
 std::vector<std::pair<std::string, double>> DeepseekV4Model::flop_counts() const {
-  static constexpr const char* kNames[] = {"projections", "queries", "attention",     "output",
-                                           "router",      "experts", "shared_expert", "head"};
+  static constexpr const char* kNames[] = {"projections",   "queries", "attention",
+                                           "output",        "router",  "experts",
+                                           "shared_expert", "head",    "mtp_projection"};
   static_assert(std::size(kNames) == static_cast<size_t>(FlopKind::Count));
   std::vector<std::pair<std::string, double>> out;
   for (size_t k = 0; k < std::size(kNames); ++k) out.emplace_back(kNames[k], flops_[k]);
@@ -212,7 +281,7 @@ size_t StepBuffers::bytes() const {
   add(index_q, index_w, window_angles, compress_angles, o, group_in, group_out, z, token_shard);
   add(moe_in, moe_out);
   add(router_logits, pick_weights, expert_x, expert_y, gate, up, pick_ids, expert_begin);
-  add(expert_next, pick_order, head_in, head_out);
+  add(expert_next, pick_order, head_in, head_out, mtp_streams);
   return total;
 }
 
@@ -225,6 +294,7 @@ size_t DeepseekV4Model::reserve_step_buffers(int64_t T, int64_t N, int64_t R) {
   const auto hold = [](auto& buffer, int64_t n) { take(buffer, n); };
   for (auto* v : {&b.x, &b.y, &b.embedded}) hold(*v, T * H);
   hold(b.streams, T * cfg_.hc_mult * H);
+  if (has_mtp()) hold(b.mtp_streams, T * cfg_.hc_mult * H);
   hold(b.qr, T * cfg_.q_lora_rank);
   for (auto* v : {&b.q, &b.o}) hold(*v, T * nh * d);
   hold(b.kv, T * d);

@@ -9,7 +9,8 @@
 // a group's ranks by output groups of heads, the MoE over every rank; what crosses between
 // attention and the MoE is the MoE's input and output rows (hidden wide), not the four streams
 // (model::StepComm's gather_groups / reduce_to_group). Prefixes are reused from snapshots of
-// the caches (kv_store.h); the MTP block comes next (docs/DESIGN.md, "DeepSeek-V4").
+// the caches (kv_store.h). The MTP block (mtp_forward) drafts for speculative decoding from the
+// last streams (docs/DESIGN.md, "DeepSeek-V4").
 // Activations are float32 between the ops;
 // the matmuls round x to bf16 where the weights' format asks it (--dtype).
 #pragma once
@@ -40,9 +41,11 @@ struct SequenceInput {
 class DeepseekV4Model : public model::Model {
  public:
   // format.quantization Auto keeps the checkpoint's formats (FP8 blocks, FP4 experts); layout:
-  // this rank's place (check_layout refuses one that leaves a rank without a share).
+  // this rank's place (check_layout refuses one that leaves a rank without a share); with_mtp:
+  // the MTP block mtp.0 too (the config must have it).
   DeepseekV4Model(const std::filesystem::path& dir, model::WeightFormat format,
-                  const model::RankLayout& layout = model::RankLayout::single());
+                  const model::RankLayout& layout = model::RankLayout::single(),
+                  bool with_mtp = false);
 
   const V4Config& config() const { return cfg_; }
   SequenceCache new_cache(KvDtype dtype = KvDtype::Float32) const;
@@ -51,9 +54,22 @@ class DeepseekV4Model : public model::Model {
   const model::ModelInfo& info() const override { return info_; }
   std::unique_ptr<model::KvStore> new_kv_store(int64_t capacity_tokens,
                                                KvDtype dtype) const override;
+  // final_hidden: every row's last streams X [T, hc, H] (before hc_head), what the MTP block
+  // reads.
   std::vector<float> forward(const model::StepInput& input, model::KvStore& kv,
                              model::StepComm& comm,
                              std::vector<float>* final_hidden = nullptr) override;
+  // The MTP block (DeepSeek's MTPBlock): row i, at position i, reads the token after it t_{i+1}
+  // and the streams X_i of the pass before (the main layers', or the previous draft's block
+  // output), and gives the logits of t_{i+2}:
+  //   X = e_proj(enorm(embed(t_{i+1}))) + h_proj(hnorm(X_i))   on every stream
+  //   X = layer mtp_layer()(X)                                 its own KV (kv_store.h)
+  //   logits = head(norm(hc_head'(X)))                         its own hc_head and norm
+  // head_hidden receives the logit rows' block output X [rows, hc, H] (the next draft's input).
+  bool has_mtp() const override { return w_.mtp.has_value(); }
+  std::vector<float> mtp_forward(const model::StepInput& input, const float* final_hidden,
+                                 model::KvStore& kv, model::StepComm& comm,
+                                 std::vector<float>* head_hidden = nullptr) override;
   // Claims the step scratch (step_buffers.h) for steps of up to group_tokens rows, mlp_tokens
   // MoE rows and logit_rows rows of logits; returns the bytes held.
   size_t reserve_step_buffers(int64_t group_tokens, int64_t mlp_tokens,
@@ -71,8 +87,21 @@ class DeepseekV4Model : public model::Model {
   std::vector<float> forward(const std::vector<int32_t>& tokens, SequenceCache& cache) const;
 
  private:
-  // Every new row's final hidden state (hc_head, then the final norm): [all new tokens, H].
-  std::vector<float> hidden(std::span<const SequenceInput> seqs, model::StepComm& comm) const;
+  // The step's rows in order, each sequence's span of them, the RoPE angles of every row (in
+  // buf_) and every group's token ids in the MoE's row order.
+  struct StepRows;
+  StepRows step_rows(std::span<const SequenceInput> seqs, model::StepComm& comm) const;
+  // One layer over the step's streams X [n, hc, H], in place: attention, then the MoE, each
+  // between hc_pre and hc_post.
+  void layer(const LayerWeights& w, int64_t l, const StepRows& step, float* X,
+             model::StepComm& comm) const;
+  // Every new row's final hidden state (hc_head, then the final norm): [all new tokens, H];
+  // streams, if given, receives the last streams X [all new tokens, hc, H].
+  std::vector<float> hidden(std::span<const SequenceInput> seqs, model::StepComm& comm,
+                            std::vector<float>* streams = nullptr) const;
+  // The head's input rows [n, H] of streams X: norm(hc_head(X)).
+  std::vector<float> head_input(const HcWeights& hc_head, const std::vector<float>& norm,
+                                const float* X, int64_t n) const;
   // head · rows of h ([rows.size(), vocab]; each rank its vocabulary rows, gathered).
   std::vector<float> logits(const std::vector<float>& h, std::span<const int64_t> rows,
                             model::StepComm& comm) const;
@@ -121,6 +150,7 @@ class DeepseekV4Model : public model::Model {
     Experts,       // the routed experts (or slices) this rank holds
     SharedExpert,  // its slice of the shared expert
     Head,          // its block of the vocabulary
+    Mtp,           // the MTP block's e_proj and h_proj
     Count
   };
   // y = x · Wᵀ for m rows, counted as `kind`.

@@ -160,8 +160,8 @@ void write_moe(Writer& w, const std::string& p, int64_t layer, const V4Config& c
   w.linear(p + "shared_experts.w2.weight", H, I, residual_scale / std::sqrt(I));
 }
 
-void write_layer(Writer& w, int64_t i, const V4Config& c) {
-  const std::string p = fmt::format("layers.{}.", i);
+// Layer i's tensors, named p + ... (layers.i., or mtp.0. for the MTP block's layer).
+void write_layer(Writer& w, const std::string& p, int64_t i, const V4Config& c) {
   w.norm(p + "attn_norm.weight", c.hidden_size);
   w.norm(p + "ffn_norm.weight", c.hidden_size);
   write_hc(w, p + "hc_attn", c.hc_mix_size(), 3, c);
@@ -170,19 +170,30 @@ void write_layer(Writer& w, int64_t i, const V4Config& c) {
   write_moe(w, p + "ffn.", i, c);
 }
 
+// The MTP block mtp.0 as DeepSeek releases it (the embedding and head are the model's).
+void write_mtp(Writer& w, const V4Config& c) {
+  const std::string p = "mtp.0.";
+  const int64_t H = c.hidden_size;
+  for (const char* norm : {"enorm", "hnorm", "norm"}) w.norm(p + norm + ".weight", H);
+  w.linear(p + "e_proj.weight", H, H, 1.0 / std::sqrt(H));
+  w.linear(p + "h_proj.weight", H, H, 1.0 / std::sqrt(H));
+  write_layer(w, p, c.mtp_layer(), c);
+  write_hc(w, p + "hc_head", c.hc_mult, 1, c);
+}
+
 }  // namespace
 
 void write_random_model(const nlohmann::json& config, const std::filesystem::path& out_dir,
                         uint64_t seed) {
   const V4Config c = V4Config::from_json(config, "make-model --config");
-  if (c.num_nextn_predict_layers > 0)
-    fail("make-model: deepseek_v4's MTP block is not written yet (set num_nextn_predict_layers 0)");
   Writer w(seed, c);
   w.dense("embed.weight", c.vocab_size, c.hidden_size, 1.0);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) write_layer(w, i, c);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    write_layer(w, fmt::format("layers.{}.", i), i, c);
   write_hc(w, "hc_head", c.hc_mult, 1, c);
   w.norm("norm.weight", c.hidden_size);
   w.dense("head.weight", c.vocab_size, c.hidden_size, 1.0 / std::sqrt(c.hidden_size));
+  if (c.num_nextn_predict_layers > 0) write_mtp(w, c);
   std::filesystem::create_directories(out_dir);
   model::write_safetensors(out_dir / "model.safetensors", w.tensors());
   nlohmann::json out = config;

@@ -89,6 +89,7 @@ class PooledRows {
 
   int64_t rows() const { return static_cast<int64_t>(ids_.size()); }
   void append(const float* row) { ids_.push_back(pool_->add(row)); }
+  void truncate(int64_t n);                               // lets go of the rows after the first n
   void read(int64_t first, int64_t n, float* out) const;  // rows [first, first + n) as float32
   KvRows view() const { return pool_->view(); }           // addressed by ids()
   const int32_t* ids() const { return ids_.data(); }
@@ -113,9 +114,47 @@ struct EntryPools {
   int64_t rows_in_use() const;
 };
 
-struct SequenceCache {
-  int64_t n_tokens = 0;  // positions [0, n_tokens) are in
-  std::vector<LayerCache> layers;
+// What a sequence's provisional rows changed (speculative drafts, which a later step may take
+// back), per layer: each compressor's state and its pool's row count from `base` on, one more
+// after every row ([0]: at base; a layer without compressors keeps its [0]), and the window rows
+// the provisional rows replaced, in position order. Nothing else changes that a row could take
+// back: entries and keys are only appended. A logged row costs a copy of the compressor states
+// (V4-Flash: ~0.6 MB over its 43 layers), so only provisional steps log.
+struct UndoLayer {
+  std::vector<CompressorState> kv_states, index_states;
+  std::vector<int64_t> entries, index_keys;
+  RowStore replaced;
 };
+
+struct UndoLog {
+  int64_t base = -1;  // the first provisional position; -1: rows are final, nothing is logged
+  std::vector<UndoLayer> layers;
+};
+
+struct SequenceCache {
+  int64_t n_tokens = 0;     // positions [0, n_tokens) are in
+  int64_t first_layer = 0;  // layers[i] is layer first_layer + i (the MTP block's: its one layer)
+  std::vector<LayerCache> layers;
+  UndoLog undo;
+
+  LayerCache& layer(int64_t l) { return layers[static_cast<size_t>(l - first_layer)]; }
+  // The layer's log while the sequence's rows are provisional, else null.
+  UndoLayer* undo_layer(int64_t l) {
+    return undo.base < 0 ? nullptr : &undo.layers[static_cast<size_t>(l - first_layer)];
+  }
+};
+
+// The step about to run adds provisional rows: logs them from n_tokens on (a log already open
+// goes on: the rows after its base stay provisional until a step takes them back or finalizes).
+void log_provisional_rows(SequenceCache& cache);
+// The rows are final: the log goes.
+inline void finalize_rows(SequenceCache& cache) {
+  cache.undo = {};
+}
+// Whether roll_back(cache, n) can run: n == n_tokens, or n within the logged rows.
+bool can_roll_back(const SequenceCache& cache, int64_t n);
+// cache as it was after its first n tokens: the logged rows after them taken back; the log goes
+// on from n.
+void roll_back(SequenceCache& cache, int64_t n);
 
 }  // namespace mlaserve::models::deepseek_v4

@@ -31,6 +31,8 @@ struct StepBuffers {
   std::vector<int64_t> expert_begin, expert_next, pick_order;
   // lm_head: the rows of logits [R, H] and this rank's vocabulary block [R, V_local].
   std::vector<float> head_in, head_out;
+  // The MTP block's normalised input streams [T, hc, H].
+  std::vector<float> mtp_streams;
 
   size_t bytes() const;
 };

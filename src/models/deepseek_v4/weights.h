@@ -69,12 +69,23 @@ struct LayerWeights {
   MoeWeights ffn;
 };
 
+// The multi-token-prediction block mtp.0: the next token's embedding (enorm, e_proj) added to
+// every stream of the main model's last streams (hnorm, h_proj), one layer (layer mtp_layer()),
+// and its own hc_head and norm before the shared head.
+struct MtpWeights {
+  std::vector<float> enorm, hnorm, norm;  // [H]
+  kernels::Weight e_proj, h_proj;         // [H, H]
+  LayerWeights block;
+  HcWeights hc_head;
+};
+
 struct V4Weights {
   kernels::Weight embed;  // [V, H]
   std::vector<LayerWeights> layers;
   HcWeights hc_head;
-  std::vector<float> norm;  // [H]
-  kernels::Weight head;     // [V, H]
+  std::vector<float> norm;        // [H]
+  kernels::Weight head;           // [V, H]
+  std::optional<MtpWeights> mtp;  // loaded for speculative decoding
   // Everything above: values and scales (and with the kernels' packed copies).
   size_t value_bytes = 0, resident_bytes = 0;
 };
