@@ -181,7 +181,7 @@ void add_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--speculative-algorithm", o->speculative_algorithm,
                   "NEXTN: plan for serve's speculative decoding, which also loads the model's "
-                  "multi-token-prediction layer (its weights, and one more latent KV layer)")
+                  "multi-token-prediction layer (its weights, and one more KV layer)")
       ->check(CLI::IsMember({"NEXTN", "EAGLE"}));
   cmd->add_option("--top", o->top, "Layouts shown, best first (text output)")
       ->check(CLI::PositiveNumber)

@@ -42,7 +42,7 @@ struct ServeOptions {
   int speculative_num_steps = 0, speculative_eagle_topk = 1, speculative_num_draft_tokens = 0;
 };
 
-// SGLang's speculative flags, of which NEXTN (DeepSeek-V3's own MTP layer as the draft model)
+// SGLang's speculative flags, of which NEXTN (the model's own MTP layer as the draft model)
 // with a chain of drafts (topk 1) is what runs here. Returns the drafts per step (0: off).
 int speculative_steps(const ServeOptions& o) {
   if (o.speculative_algorithm.empty()) {
@@ -343,7 +343,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option(
          "--speculative-algorithm", o->speculative_algorithm,
          "NEXTN: speculative decoding with the checkpoint's own multi-token-prediction "
-         "layer as the draft model (DeepSeek-V3; EAGLE is accepted as a synonym). Each "
+         "layer as the draft model (DeepSeek-V3 and V4's mtp.0; EAGLE is accepted as a "
+         "synonym). Each "
          "step drafts --speculative-num-steps tokens and the model verifies them in one "
          "pass: greedy output is identical, sampled output has the same distribution; "
          "requests with penalties, logprobs or structured output decode one token per step")
