@@ -3,8 +3,10 @@
 
 Starts `mlaserve serve` once per setting (no speculation, then --speculative-num-steps 1..3) on
 a model with an MTP layer, sends the same greedy requests one at a time and reports output
-tokens/s, the accept length (tokens per verify step, from meta_info.spec_verify_ct) and the
-speed against no speculation. Rounds alternate the settings so that a noisy machine hits all
+tokens/s, the accept length (tokens per verify step, from meta_info.spec_verify_ct), the
+speed against no speculation, and what a verify step (with its MTP passes) costs in decode
+steps: accept length x (no speculation's speed / this speed), the accept length at which the
+setting breaks even. Rounds alternate the settings so that a noisy machine hits all
 of them alike.
 
 usage: bench/speculative_ab.py MLASERVE MODEL_DIR [ROUNDS] [NEW_TOKENS] [EXTRA_FLAGS] [SAMPLING]
@@ -67,12 +69,14 @@ def main():
                 proc.wait()
             results[i].append((tokens / seconds, (tokens - len(prompts)) / verify if verify else 1.0))
     base = sorted(r[0] for r in results[0])[len(results[0]) // 2]
-    print(f"{'setting':<32} {'out tok/s (median)':>18} {'accept length':>14} {'vs none':>8}")
+    print(f"{'setting':<32} {'out tok/s (median)':>18} {'accept length':>14} {'vs none':>8}"
+          f" {'step cost':>10}")
     for i, flags in enumerate(settings):
         speed = sorted(r[0] for r in results[i])[len(results[i]) // 2]
         accept = results[i][0][1]
         name = " ".join(flags[2:]) or "no speculation"
-        print(f"{name:<32} {speed:>18.1f} {accept:>14.2f} {speed / base:>7.2f}x")
+        print(f"{name:<32} {speed:>18.1f} {accept:>14.2f} {speed / base:>7.2f}x"
+              f" {accept * base / speed:>10.2f}")
 
 
 if __name__ == "__main__":

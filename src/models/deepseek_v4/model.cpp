@@ -33,6 +33,18 @@ std::vector<int32_t> step_tokens(const std::vector<int32_t>& tokens, model::Step
   return ids;
 }
 
+// The step's sequences, each over the cache cache_of gives it (the decoder's or the MTP block's).
+template <typename CacheOf>
+std::vector<SequenceInput> sequence_inputs(const model::StepInput& in, CacheOf cache_of) {
+  std::vector<SequenceInput> seqs;
+  size_t row = 0;
+  for (const model::SequenceStep& s : in.seqs) {
+    seqs.push_back({std::span(in.tokens).subspan(row, static_cast<size_t>(s.n_new)), cache_of(s)});
+    row += static_cast<size_t>(s.n_new);
+  }
+  return seqs;
+}
+
 }  // namespace
 
 struct DeepseekV4Model::StepRows {
@@ -79,13 +91,8 @@ std::vector<float> DeepseekV4Model::forward(const model::StepInput& in, model::K
                                             model::StepComm& comm,
                                             std::vector<float>* final_hidden) {
   auto& store = static_cast<V4KvStore&>(kv);
-  std::vector<SequenceInput> seqs;
-  size_t row = 0;
-  for (const model::SequenceStep& s : in.seqs) {
-    seqs.push_back(
-        {std::span(in.tokens).subspan(row, static_cast<size_t>(s.n_new)), &store.sequence(s)});
-    row += static_cast<size_t>(s.n_new);
-  }
+  const std::vector<SequenceInput> seqs =
+      sequence_inputs(in, [&store](const model::SequenceStep& s) { return &store.sequence(s); });
   return logits(hidden(seqs, comm, final_hidden), in.logit_rows, comm);
 }
 
@@ -96,13 +103,8 @@ std::vector<float> DeepseekV4Model::mtp_forward(const model::StepInput& in,
   if (!w_.mtp) fail("internal: mtp_forward without the MTP block loaded");
   const MtpWeights& m = *w_.mtp;
   auto& store = static_cast<V4KvStore&>(kv);
-  std::vector<SequenceInput> seqs;
-  size_t row = 0;
-  for (const model::SequenceStep& s : in.seqs) {
-    seqs.push_back(
-        {std::span(in.tokens).subspan(row, static_cast<size_t>(s.n_new)), &store.mtp_sequence(s)});
-    row += static_cast<size_t>(s.n_new);
-  }
+  const std::vector<SequenceInput> seqs = sequence_inputs(
+      in, [&store](const model::SequenceStep& s) { return &store.mtp_sequence(s); });
   const StepRows step = step_rows(seqs, comm);
   const int64_t H = cfg_.hidden_size, hc = cfg_.hc_mult, n = step.n();
   const auto eps = static_cast<float>(cfg_.rms_norm_eps);

@@ -119,7 +119,7 @@ struct EntryPools {
 // after every row ([0]: at base; a layer without compressors keeps its [0]), and the window rows
 // the provisional rows replaced, in position order. Nothing else changes that a row could take
 // back: entries and keys are only appended. A logged row costs a copy of the compressor states
-// (V4-Flash: ~0.6 MB over its 43 layers), so only provisional steps log.
+// (V4-Flash: ~0.5 MB over its 43 layers), so only provisional steps log.
 struct UndoLayer {
   std::vector<CompressorState> kv_states, index_states;
   std::vector<int64_t> entries, index_keys;
