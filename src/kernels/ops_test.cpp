@@ -800,13 +800,14 @@ TEST(PrefillAttention, MatchesReference) {
 }
 
 // Every token over its own random selection of earlier tokens (counts from 1 to top_k; the
-// first tokens see all they can), heads past one 16-lane group and odd head dims.
+// first tokens see all they can), heads past one 16-lane group and odd head dims, and a prompt
+// long enough that the fast path's blocks of queries and chunks of keys both split it.
 TEST(SparsePrefillAttention, MatchesReference) {
   SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
-  const PrefillCase cases[] = {
-      {1, 1, 16, 16}, {40, 3, 20, 10}, {70, 16, 96, 64}, {33, 17, 24, 20}, {100, 4, 192, 128}};
+  const PrefillCase cases[] = {{1, 1, 16, 16},   {40, 3, 20, 10},    {70, 16, 96, 64},
+                               {33, 17, 24, 20}, {100, 4, 192, 128}, {2600, 2, 20, 12}};
   for (const PrefillCase& c : cases) {
-    for (int64_t top_k : {int64_t{1}, int64_t{7}, int64_t{32}}) {
+    for (int64_t top_k : {int64_t{1}, int64_t{7}, int64_t{32}, int64_t{700}}) {
       SCOPED_TRACE(testing::Message()
                    << "n_tokens=" << c.n_tokens << " n_heads=" << c.n_heads << " d_qk=" << c.d_qk
                    << " d_v=" << c.d_v << " top_k=" << top_k);

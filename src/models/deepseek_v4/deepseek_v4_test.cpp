@@ -154,10 +154,16 @@ double relative_l2(const float* got, const std::vector<double>& want) {
 
 class V4Forward : public ::testing::Test {
  protected:
-  // A random model of tiny_config() in `format` (released: FP8 + FP4 experts; else bf16).
-  std::filesystem::path make(bool released) {
-    const auto dir = tmp_ / (released ? "released" : "bf16");
-    write_random_model(released ? as_released(tiny_config()) : tiny_config(), dir, 1);
+  // A random model of tiny_config() in `format` (released: FP8 + FP4 experts; else bf16), with
+  // an MTP block (a CSA layer) if `mtp`.
+  std::filesystem::path make(bool released, bool mtp = false) {
+    const auto dir = tmp_ / fmt::format("{}{}", released ? "released" : "bf16", mtp ? "-mtp" : "");
+    json config = released ? as_released(tiny_config()) : tiny_config();
+    if (mtp) {
+      config["num_nextn_predict_layers"] = 1;
+      config["compress_ratios"].push_back(4);
+    }
+    write_random_model(config, dir, 1);
     return dir;
   }
   testing::TempDir tmp_;
@@ -388,7 +394,8 @@ TEST_F(V4Forward, ABatchOfSequencesEqualsEachAlone) {
 }
 
 // The footprint the planner computes from the config alone is what the loader holds, for the
-// released formats (FP8 blocks, FP4 experts) and for a bf16 checkpoint, in float32 and bf16.
+// released formats (FP8 blocks, FP4 experts) and for a bf16 checkpoint, in float32 and bf16,
+// with and without the MTP block.
 // In the checkpoint's formats and quantized at load (INT8, INT4 at groups of 64, MXFP4).
 TEST_F(V4Forward, FootprintFromTheConfigEqualsTheLoadedWeights) {
   using kernels::WeightType;
@@ -400,15 +407,18 @@ TEST_F(V4Forward, FootprintFromTheConfigEqualsTheLoadedWeights) {
       {WeightType::BF16, Quantization::Int4, false, 64},
       {WeightType::BF16, Quantization::Mxfp4}};
   for (const bool released : {true, false}) {
-    const auto dir = make(released);
-    for (const model::WeightFormat& requested : formats) {
-      const DeepseekV4Model model(dir, requested);
-      const model::WeightFormat format =
-          model::resolve_weight_format(requested, model.config().fp8_block_quantized);
-      EXPECT_EQ(weight_value_bytes(model.config(), format), model.weight_value_bytes())
-          << (released ? "released" : "bf16") << " model in "
-          << kernels::weight_type_name(requested.dtype) << " "
-          << model::quantization_name(requested.quantization);
+    for (const bool mtp : {false, true}) {
+      const auto dir = make(released, mtp);
+      for (const model::WeightFormat& requested : formats) {
+        const DeepseekV4Model model(dir, requested, model::RankLayout::single(), mtp);
+        const model::WeightFormat format =
+            model::resolve_weight_format(requested, model.config().fp8_block_quantized);
+        EXPECT_EQ(weight_value_bytes(model.config(), format, model::RankLayout::single(), mtp),
+                  model.weight_value_bytes())
+            << (released ? "released" : "bf16") << (mtp ? " model with its MTP block" : " model")
+            << " in " << kernels::weight_type_name(requested.dtype) << " "
+            << model::quantization_name(requested.quantization);
+      }
     }
   }
 }
