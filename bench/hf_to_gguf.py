@@ -16,6 +16,9 @@ tokenizer.json / tokenizer_config.json, and writes the tensors and metadata keys
 - Hyper-parameters: lora ranks, MLA key/value lengths, expert counts, groups, sigmoid/softmax
   gating, weights norm/scale, YaRN rope scaling (log multiplier stored as 0.1 * mscale_all_dim,
   as llama.cpp expects), leading dense block count.
+- DeepSeek-V3.2 (model_type deepseek_v32): llama.cpp's `deepseek32` architecture, with each
+  layer's lightning indexer (indexer.attn_q_b, indexer.attn_k, indexer.k_norm weight and bias,
+  indexer.proj = weights_proj) and its head count, key length and top-k.
 - Vocabulary: byte-level BPE ("gpt2" tokenizer model) with merges, pre-tokenizer "deepseek-v3"
   by default; ids missing from tokenizer.json become unused "[PAD<id>]" tokens.
 
@@ -152,7 +155,9 @@ class Converter:
         self.whole_kv_b = whole_kv_b
         self.cfg = json.loads((model_dir / "config.json").read_text())
         self.st = SafetensorsDir(model_dir)
-        self.writer = gguf.GGUFWriter(str(out_path), gguf.MODEL_ARCH_NAMES[self.ARCH],
+        self.sparse = self.cfg.get("model_type") == "deepseek_v32"
+        arch = gguf.MODEL_ARCH.DEEPSEEK32 if self.sparse else self.ARCH
+        self.writer = gguf.GGUFWriter(str(out_path), gguf.MODEL_ARCH_NAMES[arch],
                                       use_temp_file=self.USE_TEMP_FILE)
         self.pre = pre
         self.name = name or model_dir.name
@@ -232,6 +237,8 @@ class Converter:
                 self.put_matrix(b + "attn_v_b.weight", dt, v_b)
 
             self.put_matrix(b + "attn_output.weight", *self.hf(p + "self_attn.o_proj.weight"))
+            if self.sparse:
+                self.add_indexer(p + "self_attn.indexer.", b + "indexer.")
             self.put_f32(b + "ffn_norm.weight", *self.hf(p + "post_attention_layernorm.weight"))
 
             if i < n_dense:
@@ -257,6 +264,14 @@ class Converter:
         self.put_f32("output_norm.weight", *self.hf("model.norm.weight"))
         if not c.get("tie_word_embeddings", False) and self.st.has("lm_head.weight"):
             self.put_matrix("output.weight", *self.hf("lm_head.weight"))
+
+    def add_indexer(self, p: str, b: str) -> None:
+        """DeepSeek-V3.2's lightning indexer of one layer, as llama.cpp's deepseek32 loads it."""
+        self.put_matrix(b + "attn_q_b.weight", *self.hf(p + "wq_b.weight"))
+        self.put_matrix(b + "attn_k.weight", *self.hf(p + "wk.weight"))
+        self.put_f32(b + "k_norm.weight", *self.hf(p + "k_norm.weight"))
+        self.put_f32(b + "k_norm.bias", *self.hf(p + "k_norm.bias"))
+        self.put_matrix(b + "proj.weight", *self.hf(p + "weights_proj.weight"))
 
     # -- hyper-parameters -----------------------------------------------------------------
 
@@ -299,6 +314,11 @@ class Converter:
             w.add_value_length(kv_lora)
             w.add_key_length_mla(c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
             w.add_value_length_mla(c["v_head_dim"])
+
+        if self.sparse:
+            w.add_indexer_head_count(c["index_n_heads"])
+            w.add_indexer_key_length(c["index_head_dim"])
+            w.add_indexer_top_k(c["index_topk"])
 
         w.add_expert_feed_forward_length(c.get("moe_intermediate_size") or c["intermediate_size"])
         if has_moe:
