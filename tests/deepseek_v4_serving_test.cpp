@@ -430,7 +430,8 @@ TEST_F(DeepseekV4Serving, SpeculationContinuesFromASnapshotWithoutMtpState) {
 // NEXTN speculation on a 16-token vocabulary, where the random MTP block's drafts are sometimes
 // right (so verify steps keep 0, some or all of their drafts): greedy outputs equal those of
 // the same layout without speculation, for prompts within the window, across CSA entries and
-// past HCA's first entry, with 1 and 3 drafts a step.
+// past HCA's first entry, with 1 and 3 drafts a step; in float32, and in bf16 with the
+// batch-invariant kernels (a verify step's rows then round as decoding them one at a time).
 class DeepseekV4Speculative : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeepseekV4Speculative, GreedyOutputsEqualThoseWithoutSpeculation) {
@@ -465,6 +466,7 @@ TEST_P(DeepseekV4Speculative, GreedyOutputsEqualThoseWithoutSpeculation) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DeepseekV4Speculative,
                          ::testing::Values("--dtype float32",
+                                           "--dtype bfloat16 --enable-deterministic-inference",
                                            "--dtype float32 --tp 4 --dp 2 --enable-dp-attention "
                                            "--enable-dp-linear",
                                            "--dtype float32 --tp 4 --dp 4 --enable-dp-attention "
