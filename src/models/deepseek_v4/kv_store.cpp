@@ -57,11 +57,7 @@ V4KvStore::V4KvStore(const V4Config& cfg, int64_t capacity_tokens, KvDtype dtype
 
 SequenceCache& V4KvStore::sequence(const model::SequenceStep& step) {
   SequenceCache& cache = held(step).main;
-  if (step.provisional) {
-    log_provisional_rows(cache);
-  } else {
-    finalize_rows(cache);
-  }
+  begin_rows(cache, step.provisional);
   return cache;
 }
 
@@ -99,11 +95,7 @@ SequenceCache& V4KvStore::mtp_sequence(const model::SequenceStep& step) {
   } else {
     cache = padded_mtp_cache(step.n_cached);
   }
-  if (step.provisional) {
-    log_provisional_rows(cache);
-  } else {
-    finalize_rows(cache);
-  }
+  begin_rows(cache, step.provisional);
   return cache;
 }
 

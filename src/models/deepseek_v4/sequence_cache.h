@@ -151,6 +151,14 @@ void log_provisional_rows(SequenceCache& cache);
 inline void finalize_rows(SequenceCache& cache) {
   cache.undo = {};
 }
+// Before a step adds rows: logged if they are provisional, else the rows so far are final.
+inline void begin_rows(SequenceCache& cache, bool provisional) {
+  if (provisional) {
+    log_provisional_rows(cache);
+  } else {
+    finalize_rows(cache);
+  }
+}
 // Whether roll_back(cache, n) can run: n == n_tokens, or n within the logged rows.
 bool can_roll_back(const SequenceCache& cache, int64_t n);
 // cache as it was after its first n tokens: the logged rows after them taken back; the log goes
