@@ -133,9 +133,11 @@ void V4KvStore::snapshot(uint64_t id, int64_t n_tokens, int32_t key, bool releas
   if (release) caches_.erase(it);
   // The snapshot's rows are final: the request's provisional ones (rejected drafts) go.
   roll_back(kept.main, n_tokens);
-  finalize_rows(kept.main);
-  if (can_roll_back(kept.mtp, n_tokens)) roll_back(kept.mtp, n_tokens);
-  finalize_rows(kept.mtp);
+  if (can_roll_back(kept.mtp, n_tokens)) {
+    roll_back(kept.mtp, n_tokens);
+  } else {
+    finalize_rows(kept.mtp);
+  }
   snapshots_.insert_or_assign(key, std::move(kept));
 }
 

@@ -126,7 +126,10 @@ void roll_back(SequenceCache& cache, int64_t n) {
     fail("internal: DeepSeek-V4's cache of {} tokens cannot go back to {} (provisional from {})",
          cache.n_tokens, n, cache.undo.base);
   }
-  if (n == cache.n_tokens) return;
+  if (n == cache.n_tokens) {
+    finalize_rows(cache);
+    return;
+  }
   const int64_t kept = n - cache.undo.base;
   std::vector<float> row;
   for (size_t l = 0; l < cache.layers.size(); ++l) {
@@ -147,7 +150,6 @@ void roll_back(SequenceCache& cache, int64_t n) {
   }
   cache.n_tokens = n;
   finalize_rows(cache);
-  log_provisional_rows(cache);
 }
 
 }  // namespace mlaserve::models::deepseek_v4

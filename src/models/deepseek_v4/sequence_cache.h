@@ -161,8 +161,8 @@ inline void begin_rows(SequenceCache& cache, bool provisional) {
 }
 // Whether roll_back(cache, n) can run: n == n_tokens, or n within the logged rows.
 bool can_roll_back(const SequenceCache& cache, int64_t n);
-// cache as it was after its first n tokens: the logged rows after them taken back; the log goes
-// on from n.
+// cache as it was after its first n tokens: the logged rows after them taken back, the rest
+// final (the log goes; the next step's begin_rows opens one from n if it needs it).
 void roll_back(SequenceCache& cache, int64_t n);
 
 }  // namespace mlaserve::models::deepseek_v4
