@@ -440,14 +440,10 @@ void gemv_dequantized_rows(const GemvJob& job, const bf16* xb, int64_t k_padded,
                            int64_t last) {
   const Weight& w = *job.dequantized;
   const int64_t cols = block_cols(memory::data_type::bf16), k_blocks = k_padded / cols;
-  // Each thread its own, on a huge page (where THP allows): physically contiguous, so the block
-  // spreads over every L2 set whatever 4 KB pages a process is given. On 4 KB pages the bench
-  // model's int4 prefill of 512 tokens ran at 965-1173 tok/s from process to process (some
-  // processes' pages crowding L2 sets), on one huge page at 1193-1249.
-  thread_local std::vector<float, WeightAllocator<float>> block_buf;
-  const auto floats = static_cast<size_t>(k_blocks * kPackedRows * kPackedWords);
-  if (block_buf.size() < floats) block_buf.resize(std::max(floats, kHugePage / sizeof(float)));
-  float* block = block_buf.data();
+  // Each thread its own, on a huge page: on 4 KB pages the bench model's int4 prefill of 512
+  // tokens ran at 965-1173 tok/s from process to process, on one huge page at 1193-1249.
+  thread_local WeightBuffer<float> block_buf;
+  float* block = take_huge(block_buf, static_cast<size_t>(k_blocks * kPackedRows * kPackedWords));
   for (int64_t n0 = first; n0 < last; n0 += kPackedRows) {
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       // Fetch the next column block's codes, or the next row block's first.

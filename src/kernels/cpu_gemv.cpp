@@ -326,14 +326,12 @@ void round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t out_
 }
 
 namespace {
-// On a huge page (where THP allows), as gemv_dequantized_rows' block beside it in L2.
-thread_local std::vector<bf16, WeightAllocator<bf16>> t_rounded_x;
+// On a huge page, as gemv_dequantized_rows' block beside it in L2.
+thread_local WeightBuffer<bf16> t_rounded_x;
 }  // namespace
 
 bf16* rounded_x_scratch(int64_t values) {
-  const auto n = static_cast<size_t>(values);
-  if (t_rounded_x.size() < n) t_rounded_x.resize(std::max(n, kHugePage / sizeof(bf16)));
-  return t_rounded_x.data();
+  return take_huge(t_rounded_x, static_cast<size_t>(values));
 }
 
 void reserve_matmul_scratch(int64_t rows, int64_t cols) {

@@ -69,8 +69,8 @@ MLASERVE_AVX512 void update_output(float* o, int64_t d_v, float correction, cons
   }
 }
 
-// A query's online softmax so far: the running max and sum of its scores, its output o [d_v]
-// (not yet divided by the sum).
+// A query's online softmax so far: the running max and sum of its scores (its output, not yet
+// divided by the sum, is kept beside it: attend_keys' o).
 struct Running {
   float max = -INFINITY, sum = 0.0f;
 };

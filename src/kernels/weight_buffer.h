@@ -8,6 +8,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <vector>
@@ -62,5 +63,15 @@ struct WeightAllocator {
 
 template <class T>
 using WeightBuffer = std::vector<T, WeightAllocator<T>>;
+
+// A scratch kept across calls (a thread's, like core/scratch.h's take) on huge pages: its first n
+// elements, grown when too small and to one huge page at least. A huge page is physically
+// contiguous, so a block meant to stay in L2 spreads over every L2 set whatever 4 KB pages the
+// process was given (some processes' pages crowd sets; measured on the quantized GEMMs).
+template <class T>
+T* take_huge(WeightBuffer<T>& buffer, size_t n) {
+  if (buffer.size() < n) buffer.resize(std::max(n, kHugePage / sizeof(T)));
+  return buffer.data();
+}
 
 }  // namespace mlaserve::kernels
