@@ -6,35 +6,40 @@
 #   bench/quantization_ab.sh MLASERVE_BIN FP8_MODEL_DIR [ROUNDS] [OUT_DIR]
 #
 # FORMATS (default "none fp8 int8"; the first is the ratios' base) picks the --quantization
-# values, e.g. FORMATS="int8 int4 mxfp4"; EXTRA adds flags to every run (--quantize-lm-head).
+# values, e.g. FORMATS="int8 int4 mxfp4"; EXTRA adds flags to every run (--quantize-lm-head);
+# PREFILLS (default 6) is how many batches each batch-1 process runs one after another.
 #
 # FP8_MODEL_DIR: `mlaserve make-model --config bench/bench-500m.config.json --dtype fp8 --out DIR`.
 # Each round runs bench-one-batch at batch 1 (input 512, output 64: prefill of 512 tokens, then
-# decode at depth 512) and batch 32 (input 128, output 16) for each format. Writes
+# decode at depth 512; PREFILLS such batches per process, since one 0.4 s prefill is a single
+# draw of a noisy machine: on the 2-vCPU EPYC the int4 prefills of one process spread 900-1230
+# tok/s) and batch 32 (input 128, output 16) for each format; the figures are medians over all
+# batches. Writes
 # OUT_DIR/runs.jsonl and OUT_DIR/load.txt (load average before each run), prints the median of
 # each figure and its ratio to bf16, then the decode GEMV's weight stream per format
 # (ops_microbench, N 2048 × K 7168, m 1: what the weight formats give against the memory stream).
 set -euo pipefail
 BIN=$1 MODEL=$2 ROUNDS=${3:-3} OUT=${4:-/tmp/quantization-ab}
-FORMATS=${FORMATS:-none fp8 int8} EXTRA=${EXTRA:-}
+FORMATS=${FORMATS:-none fp8 int8} EXTRA=${EXTRA:-} PREFILLS=${PREFILLS:-6}
 MICROBENCH=$(dirname "$BIN")/../kernels/mlaserve_kernels_microbench
 mkdir -p "$OUT"
 : > "$OUT/runs.jsonl"
 : > "$OUT/load.txt"
 
-run() {  # quantization batch input output
-  local name="$1-bs$2"
+run() {  # quantization batch input output [batches]
+  local name="$1-bs$2" inputs
+  inputs=$(printf "$3 %.0s" $(seq "${5:-1}"))
   echo "$name $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"
-  # shellcheck disable=SC2086  # EXTRA: several flags
+  # shellcheck disable=SC2086  # EXTRA: several flags; inputs: the same length repeated
   OMP_NUM_THREADS=2 "$BIN" bench-one-batch --model "$MODEL" --quantization "$1" $EXTRA --run-name "$name" \
-    --batch-size "$2" --input-len "$3" --output-len "$4" --result-filename "$OUT/runs.jsonl" \
+    --batch-size "$2" --input-len $inputs --output-len "$4" --result-filename "$OUT/runs.jsonl" \
     > "$OUT/$name.log" 2>&1
 }
 
 for round in $(seq "$ROUNDS"); do
   echo "round $round of $ROUNDS" >&2
   for q in $FORMATS; do
-    run "$q" 1 512 64
+    run "$q" 1 512 64 "$PREFILLS"
     run "$q" 32 128 16
   done
 done
@@ -50,9 +55,11 @@ for bs in (1, 32):
     for q in formats:
         name = f"{q}-bs{bs}"
         pre, dec = median(name, "prefill_throughput"), median(name, "median_decode_throughput")
-        rounds = ", ".join("%.1f" % r["median_decode_throughput"] for r in runs if r["run_name"] == name)
+        batches = ", ".join("%.0f/%.1f" % (r["prefill_throughput"], r["median_decode_throughput"])
+                            for r in runs if r["run_name"] == name)
         print(f"{name}: prefill {pre:.1f} tok/s ({pre / base['prefill_throughput']:.2f}x), decode "
-              f"{dec:.1f} tok/s ({dec / base['median_decode_throughput']:.2f}x; rounds {rounds})")
+              f"{dec:.1f} tok/s ({dec / base['median_decode_throughput']:.2f}x; batches, "
+              f"prefill/decode: {batches})")
 PY
 for q in $FORMATS; do grep -h "resident weights" "$OUT/$q-bs1.log" | sed "s/^/$q: /" | cut -c1-400; done
 "$MICROBENCH" --benchmark_filter='BM_MatmulDecode<.*(BF16|FP8|INT8|INT4|MXFP4)>/N:2048/K:7168' 2>/dev/null |

@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdlib>
 #include <map>
@@ -268,9 +269,19 @@ MLASERVE_AVX512 inline void prefetch_ahead(const Weight& w, const Ahead& ahead, 
                                            int64_t n_end, int64_t k0) {
   if (n + ahead.rows >= n_end) return;
   const int64_t row = n + ahead.rows, col = k0 + ahead.cols;
-  _mm_prefetch(w.quantized() ? static_cast<const void*>(w.codes() + row * w.code_row_bytes() +
-                                                        col * w.code_row_bytes() / w.cols())
-                             : static_cast<const void*>(w.b16() + row * w.cols() + col),
+  if (!w.quantized()) {
+    _mm_prefetch(static_cast<const void*>(w.b16() + row * w.cols() + col), _MM_HINT_T0);
+    return;
+  }
+  _mm_prefetch(static_cast<const void*>(w.codes() + row * w.code_row_bytes() +
+                                        col * w.code_row_bytes() / w.cols()),
+               _MM_HINT_T0);
+  // And the row's scale there: a 4-bit weight's scales (a float or an exponent per 32 columns
+  // of each row) are as many streams as its codes.
+  const BlockScales& s = w.scales();
+  const int64_t block = std::min((col + s.col_phase) / s.col_block, s.col_blocks - 1);
+  _mm_prefetch(s.by_exponent ? static_cast<const void*>(s.row_exponents(row) + block)
+                             : static_cast<const void*>(s.row_scales(row) + block),
                _MM_HINT_T0);
 }
 
@@ -300,10 +311,94 @@ MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, 
   }
 }
 
+// Byte p of transpose_bytes16's out[0]: column p / 16 of row r = p % 16, which sits in the pair
+// (rows[0], rows[1]) or (rows[2], rows[3]) at (r % 8 / 4) * 64 + (r % 4) * 16 + column.
+alignas(64) constexpr std::array<uint8_t, 64> kTransposeBytes = [] {
+  std::array<uint8_t, 64> index{};
+  for (int p = 0; p < 64; ++p)
+    index[p] = static_cast<uint8_t>(p % 8 / 4 * 64 + p % 4 * 16 + p / 16);
+  return index;
+}();
+
+// Word 2r of a pair of columns: row r's first column (lane r of the rounded pair), 2r + 1 its
+// second (lane 16 + r).
+alignas(64) constexpr std::array<uint16_t, 32> kInterleaveWords = [] {
+  std::array<uint16_t, 32> index{};
+  for (int i = 0; i < 32; ++i) index[i] = static_cast<uint16_t>(i % 2 * 16 + i / 2);
+  return index;
+}();
+
+// 16 rows of 16 bytes, rows 4i..4i+3 in rows[i] (a row per 16 bytes), transposed: out[j] holds
+// byte columns 4j..4j+3, 16 bytes each (one per row). Two vpermi2b gather a column block's bytes
+// of rows 0-7 and of rows 8-15 into their places, a blend joins them.
+MLASERVE_AVX512_VBMI_BF16 inline void transpose_bytes16(const __m512i (&rows)[4],
+                                                        __m512i (&out)[4]) {
+  const __m512i first = _mm512_load_si512(kTransposeBytes.data());
+  constexpr __mmask64 kRows8To15 = 0xFF00FF00FF00FF00ull;
+  for (int j = 0; j < 4; ++j) {  // out[j]: columns 4j on
+    const __m512i index = _mm512_add_epi8(first, _mm512_set1_epi8(static_cast<char>(4 * j)));
+    const __m512i low = _mm512_permutex2var_epi8(rows[0], index, rows[1]);
+    const __m512i high = _mm512_permutex2var_epi8(rows[2], index, rows[3]);
+    out[j] = _mm512_mask_blend_epi8(kRows8To15, low, high);
+  }
+}
+
+// The scales of rows [n, n + 16) for column block j, 0 for rows at or past n_end.
+MLASERVE_AVX512 inline __m512 row_scales16(const BlockScales& s, int64_t n, int64_t n_end,
+                                           int64_t j) {
+  alignas(64) float values[16];
+  for (int r = 0; r < 16; ++r) values[r] = n + r < n_end ? s.scale(n + r, j) : 0.0f;
+  return _mm512_load_ps(values);
+}
+
+// pack_bf16_block for 4-bit codes, without transposing floats: a byte of codes is already a
+// pair of columns, so 16 rows' 16 bytes are transposed as bytes (transpose_bytes16) and each
+// output word is decoded in place: its two nibbles looked up as floats (vpermps reads an index's
+// low 4 bits), times their row's scale, rounded to bf16 and interleaved. The values are
+// dequantize_run's, bit for bit, at about a third of its instructions per value.
+MLASERVE_AVX512_VBMI_BF16 void pack_4bit_block(const Weight& w, int64_t n0, int64_t n_end,
+                                               int64_t k0, const Ahead& ahead, float* block) {
+  const __m512 values = bf16_to_f32x16(_mm512_castsi512_si256(nibble_table(w.type()).values));
+  const __m512i interleave = _mm512_load_si512(kInterleaveWords.data());
+  const ColumnRun run = column_run(w, k0, 32);  // run.count is even: 4-bit rows have even length
+  const __mmask16 bytes = first_lanes16(run.count / 2);
+  for (int64_t group = 0; group < kPackedRows; group += 16) {
+    const int64_t n = n0 + group;
+    __m512i rows[4] = {};
+    for (int r = 0; r < 16; ++r) {
+      prefetch_ahead(w, ahead, n + r, n_end, k0);
+      if (n + r >= n_end) continue;
+      const __m128i codes =
+          _mm_maskz_loadu_epi8(bytes, w.codes() + (n + r) * w.code_row_bytes() + k0 / 2);
+      rows[r / 4] = _mm512_inserti32x4(rows[r / 4], codes, r % 4);
+    }
+    alignas(64) __m512i pairs[4];  // read back 16 bytes at a time by vpmovzxbd
+    transpose_bytes16(rows, pairs);
+    const __m512 scale = row_scales16(w.scales(), n, n_end, run.block);
+    const __m512 next_scale = run.next ? row_scales16(w.scales(), n, n_end, run.block + 1) : scale;
+    for (int c = 0; c < 16; ++c) {
+      const __m512i codes =
+          _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(pairs) + c));
+      const __m512 first = _mm512_mul_ps(_mm512_permutexvar_ps(codes, values),
+                                         run.next >> (2 * c) & 1 ? next_scale : scale);
+      const __m512 second =
+          _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), values),
+                        run.next >> (2 * c + 1) & 1 ? next_scale : scale);
+      const __m512i words =
+          _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(second, first));
+      _mm512_storeu_si512(block + c * kPackedRows + group, words);
+    }
+  }
+}
+
 // One bf16 block of the packed layout: rows [n0, n0 + 64) of a quantized weight dequantized to
 // bf16 (rounded once, as dequantize_rows_bf16), a word per pair of columns, from column k0.
 MLASERVE_AVX512_BF16 void pack_bf16_block(const Weight& w, int64_t n0, int64_t n_end, int64_t k0,
                                           const Ahead& ahead, float* block) {
+  if (four_bit(w.type()) && cpu_has_avx512_vbmi_bf16()) {
+    pack_4bit_block(w, n0, n_end, k0, ahead, block);
+    return;
+  }
   const CodeTable table = code_table(w);
   const ColumnRun run = column_run(w, k0, 32);
   for (int64_t group = 0; group < kPackedRows; group += 16) {
@@ -446,8 +541,10 @@ void gemv_dequantized_rows(const GemvJob& job, const bf16* xb, int64_t k_padded,
   float* block = take_huge(block_buf, static_cast<size_t>(k_blocks * kPackedRows * kPackedWords));
   for (int64_t n0 = first; n0 < last; n0 += kPackedRows) {
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      // Fetch the next column block's codes, or the next row block's first.
-      const Ahead ahead = kb + 1 < k_blocks ? Ahead{0, cols} : Ahead{kPackedRows, -kb * cols};
+      // Fetch the codes kAheadBlocks column blocks on, past the row's end the next row block's.
+      const int64_t later = kb + kAheadBlocks;
+      const Ahead ahead = later < k_blocks ? Ahead{0, kAheadBlocks * cols}
+                                           : Ahead{kPackedRows, (later - k_blocks - kb) * cols};
       pack_bf16_block(w, n0, w.rows(), kb * cols, ahead, block + kb * kPackedRows * kPackedWords);
     }
     gemv_packed_panel(reinterpret_cast<const bf16*>(block), k_padded, xb, job.m, job.y + n0, job.n,

@@ -213,7 +213,12 @@ const QuantizedCase kCases[] = {
     {WeightType::MXFP4, 4, 19, 224, 0, 0, 32},
     {WeightType::MXFP4, 64, 70, 96, 0, 0, 32},
     // Past the packed GEMV's 128 rows of a bf16 weight: dequantized blocks still go through it.
-    {WeightType::INT4, 200, 70, 256, 0, 0, 32}};
+    {WeightType::INT4, 200, 70, 256, 0, 0, 32},
+    // 4-bit shards starting inside a group: a 32-column run meets two scales, even and odd phases
+    // (an odd one splits a byte's two columns between groups).
+    {WeightType::INT4, 40, 70, 200, 16, 0, 32},
+    {WeightType::MXFP4, 33, 65, 96, 7, 0, 32},
+    {WeightType::INT4, 48, 130, 330, 45, 0, 64}};
 
 // bf16 activations: the GEMV forms exact products (the decoded code times bf16 x), the GEMM
 // multiplies bf16(code × scale), a rounding of 2^-9 relative per weight.
@@ -242,6 +247,29 @@ TEST(Quantized, MatmulMatchesReference) {
       EXPECT_LE(relative_error(actual, expected),
                 panel_bf16 ? kPanelBf16Tolerance : kGemvTolerance);
     }
+  }
+}
+
+// Where 4-bit blocks are dequantized to bf16 for the GEMM (bf16 activations, m > 32), the
+// product is x times each weight rounded to bf16 once: against the reference on those rounded
+// weights only the order of the sums differs, so any value packed wrong (a scale, a column pair,
+// a row) shows far beyond the tolerance.
+TEST(Quantized, FourBitBlocksHoldEachWeightRoundedOnce) {
+  SKIP_WITHOUT_AVX512_BF16();
+  for (const QuantizedCase& c : kCases) {
+    if (!four_bit(c.type) || c.m <= 32) continue;
+    SCOPED_TRACE(testing::Message() << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n
+                                    << " k=" << c.k << " phase=" << c.col_phase);
+    const Weight w = random_quantized(c, WeightType::BF16, 5);
+    Weight rounded(WeightType::F32, c.n, c.k);
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t col = 0; col < c.k; ++col)
+        rounded.f32()[r * c.k + col] = bf16_to_f32(f32_to_bf16(w.at(r, col)));
+    const std::vector<float> x = random_x(c.m * c.k, 9, true);
+    std::vector<float> actual(static_cast<size_t>(c.m * c.n), NAN), expected(actual.size());
+    matmul(x.data(), c.m, w, actual.data());
+    ref::matmul(x.data(), c.m, rounded, expected.data());
+    EXPECT_LE(relative_error(actual, expected), kGemvTolerance);
   }
 }
 
