@@ -330,6 +330,7 @@ BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT4>)->Apply(prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::BF16>)->Apply(expert_prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::FP8>)->Apply(expert_prefill_shapes);
+BENCHMARK(BM_MatmulPrefill<WeightType::INT8>)->Apply(expert_prefill_shapes);
 BENCHMARK(BM_MatmulPrefill<WeightType::INT4>)->Apply(expert_prefill_shapes);
 
 // ---- attention --------------------------------------------------------------------------

@@ -250,14 +250,14 @@ TEST(Quantized, MatmulMatchesReference) {
   }
 }
 
-// Where 4-bit blocks are dequantized to bf16 for the GEMM (bf16 activations, m > 32), the
+// Where quantized blocks are dequantized to bf16 for the GEMM (bf16 activations, m > 32), the
 // product is x times each weight rounded to bf16 once: against the reference on those rounded
 // weights only the order of the sums differs, so any value packed wrong (a scale, a column pair,
 // a row) shows far beyond the tolerance.
-TEST(Quantized, FourBitBlocksHoldEachWeightRoundedOnce) {
+TEST(Quantized, DequantizedBlocksHoldEachWeightRoundedOnce) {
   SKIP_WITHOUT_AVX512_BF16();
   for (const QuantizedCase& c : kCases) {
-    if (!four_bit(c.type) || c.m <= 32) continue;
+    if (c.m <= 32) continue;
     SCOPED_TRACE(testing::Message() << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n
                                     << " k=" << c.k << " phase=" << c.col_phase);
     const Weight w = random_quantized(c, WeightType::BF16, 5);
