@@ -11,6 +11,8 @@
 // keeping its own candidates, merged at the end.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -65,45 +67,144 @@ bool better(const Candidate& a, const Candidate& b) {
   return a.score > b.score || (a.score == b.score && a.pos < b.pos);
 }
 
-// The best k candidates seen so far. Candidates collect in a buffer of 4k; when it fills, the
-// best k are kept (nth_element) and the k-th becomes the bar a new one must beat, so most keys
-// of a long context cost one comparison (a vector compare of 32 scores in score_range). With
-// keys in random order about k ln(n / 4k) pass the bar after the first compaction: one or two
-// compactions per query at 32k keys (a buffer of 2k made three, 11 % of a 32k prefill).
+// Candidates as two arrays (16 scores per vector instruction), with 16 values of slack past
+// `size` for the full-vector stores of a compaction.
+struct Candidates {
+  std::vector<float> scores;
+  std::vector<int32_t> positions;
+  int64_t size = 0;
+
+  void reset(int64_t capacity) {
+    scores.resize(static_cast<size_t>(capacity + 16));
+    positions.resize(static_cast<size_t>(capacity + 16));
+    size = 0;
+  }
+  void push(Candidate c) {
+    scores[static_cast<size_t>(size)] = c.score;
+    positions[static_cast<size_t>(size++)] = c.pos;
+  }
+};
+
+// The k-th best of scores[0, n) (k <= n; NaN counts as -inf, below every score), by a
+// quickselect whose partitions run 16 scores at a time: one compare each way, the greater
+// scores compressed into the other buffer, the lesser ones left-packed in place.
+MLASERVE_AVX512 float kth_best_score(const float* scores, int64_t n, int64_t k) {
+  thread_local std::vector<float> buffers[2];
+  float* current = take(buffers[0], n + 16);
+  float* other = take(buffers[1], n + 16);
+  const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 valid = first_lanes16(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(valid, scores + i);
+    _mm512_mask_storeu_ps(current + i, valid,
+                          _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), minus_inf));
+  }
+  int64_t rank = k - 1;  // among `current`, best first
+  while (n > 32) {
+    const float pivot = std::max(std::min(current[0], current[n / 2]),
+                                 std::min(std::max(current[0], current[n / 2]), current[n - 1]));
+    const __m512 p = _mm512_set1_ps(pivot);
+    int64_t greater = 0, lesser = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 valid = first_lanes16(n - i);
+      const __m512 v = _mm512_maskz_loadu_ps(valid, current + i);
+      const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_GT_OQ);
+      const __mmask16 lt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_LT_OQ);
+      _mm512_storeu_ps(other + greater, _mm512_maskz_compress_ps(gt, v));
+      _mm512_storeu_ps(current + lesser, _mm512_maskz_compress_ps(lt, v));  // lesser <= i
+      greater += __builtin_popcount(gt);
+      lesser += __builtin_popcount(lt);
+    }
+    if (rank < greater) {
+      std::swap(current, other);
+      n = greater;
+    } else if (rank < n - lesser) {
+      return pivot;  // one of the scores equal to the pivot
+    } else {
+      rank -= n - lesser;
+      n = lesser;
+    }
+  }
+  std::sort(current, current + n, std::greater<>());
+  return current[rank];
+}
+
+// Keeps the best k of c (by `better`; k < c.size) in the order they had and returns the worst of
+// them: every candidate above the k-th best score (kth_best_score) and the first of those equal
+// to it, left-packed 16 at a time. Candidates pushed in ascending position (the scoring order)
+// so stay ascending: earlier positions win ties as `better` says, and the final selection needs
+// no sort. (std::nth_element on the pairs and a sort by position took 35 % of a 32k-key indexer
+// call.)
+MLASERVE_AVX512 Candidate keep_best_in_order(Candidates& c, int64_t k) {
+  const float kth = kth_best_score(c.scores.data(), c.size, k);
+  const __m512 t = _mm512_set1_ps(kth);
+  int64_t above = 0;
+  for (int64_t i = 0; i < c.size; i += 16) {
+    const __mmask16 valid = first_lanes16(c.size - i);
+    above += __builtin_popcount(
+        _mm512_mask_cmp_ps_mask(valid, _mm512_loadu_ps(c.scores.data() + i), t, _CMP_GT_OQ));
+  }
+  // NaN scores never enter (their compares are false); a k-th best of -inf is then met only by
+  // the -inf scores, which is all `better` orders among them anyway.
+  int64_t ties = k - above, kept = 0;
+  for (int64_t i = 0; i < c.size; i += 16) {
+    const __mmask16 valid = first_lanes16(c.size - i);
+    const __m512 v = _mm512_loadu_ps(c.scores.data() + i);
+    const __m512i pos = _mm512_loadu_si512(c.positions.data() + i);
+    uint32_t equal = _mm512_mask_cmp_ps_mask(valid, v, t, _CMP_EQ_OQ);
+    while (__builtin_popcount(equal) > ties) equal &= ~(1u << (31 - __builtin_clz(equal)));
+    ties -= __builtin_popcount(equal);
+    const auto keep =
+        static_cast<__mmask16>(_mm512_mask_cmp_ps_mask(valid, v, t, _CMP_GT_OQ) | equal);
+    _mm512_storeu_ps(c.scores.data() + kept, _mm512_maskz_compress_ps(keep, v));
+    _mm512_storeu_si512(c.positions.data() + kept, _mm512_maskz_compress_epi32(keep, pos));
+    kept += __builtin_popcount(keep);
+  }
+  c.size = kept;
+  // The worst kept: the last one equal to the k-th best score (none only where NaN scores had
+  // to fill the k: then every later score beats the bar).
+  for (int64_t i = kept - 1; i >= 0; --i)
+    if (c.scores[static_cast<size_t>(i)] == kth) return {kth, c.positions[static_cast<size_t>(i)]};
+  return {-INFINITY, std::numeric_limits<int32_t>::max()};
+}
+
+// The best k candidates seen so far, pushed in ascending position. Candidates collect in a
+// buffer of 4k; when it fills, the best k are kept (keep_best_in_order) and the k-th becomes the
+// bar a new one must beat, so most keys of a long context cost one comparison (a vector compare
+// of 32 scores in score_range). With keys in random order about k ln(n / 4k) pass the bar after
+// the first compaction: one or two compactions per query at 32k keys (a buffer of 2k made
+// three, 11 % of a 32k prefill).
 class TopK {
  public:
   void reset(int64_t k) {
     k_ = k;
-    items_.clear();
-    items_.reserve(static_cast<size_t>(kBufferTimesK * k));
+    items_.reset(kBufferTimesK * k);
     has_bar_ = false;
   }
   void push(Candidate c) {
     if (has_bar_ && !better(c, bar_)) return;
-    items_.push_back(c);
-    if (static_cast<int64_t>(items_.size()) == kBufferTimesK * k_) keep_best();
+    items_.push(c);
+    if (items_.size == kBufferTimesK * k_) keep_best();
   }
   // The score a candidate must exceed to enter (equal scores only from earlier positions, which
   // a range scored in order never brings later); -inf before the first compaction.
   float bar() const { return has_bar_ ? bar_.score : -INFINITY; }
-  // The best min(k, seen) candidates, in no particular order.
-  std::vector<Candidate>& best() {
+  // The best min(k, seen) candidates, in ascending position.
+  Candidates& best() {
     keep_best();
     return items_;
   }
 
  private:
   void keep_best() {
-    if (static_cast<int64_t>(items_.size()) <= k_) return;
-    std::nth_element(items_.begin(), items_.begin() + (k_ - 1), items_.end(), better);
-    items_.resize(static_cast<size_t>(k_));
-    bar_ = items_.back();  // the k-th best after nth_element
+    if (items_.size <= k_) return;
+    bar_ = keep_best_in_order(items_, k_);
     has_bar_ = true;
   }
 
   static constexpr int64_t kBufferTimesK = 4;
   int64_t k_ = 0;
-  std::vector<Candidate> items_;
+  Candidates items_;
   Candidate bar_{};
   bool has_bar_ = false;
 };
@@ -333,12 +434,10 @@ MLASERVE_AVX512 void score_rows(const IndexerTopk& s, const float* q, const floa
   }
 }
 
-// Writes the chosen positions of a query, ascending.
-void write_selection(std::vector<Candidate>& best, int32_t* selected, int32_t* count) {
-  std::sort(best.begin(), best.end(),
-            [](const Candidate& a, const Candidate& b) { return a.pos < b.pos; });
-  for (size_t j = 0; j < best.size(); ++j) selected[j] = best[j].pos;
-  *count = static_cast<int32_t>(best.size());
+// Writes the chosen positions of a query (best: in ascending position, as TopK keeps them).
+void write_selection(const Candidates& best, int32_t* selected, int32_t* count) {
+  std::copy(best.positions.begin(), best.positions.begin() + best.size, selected);
+  *count = static_cast<int32_t>(best.size);
 }
 
 }  // namespace
@@ -415,7 +514,7 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
     return;
   }
   // Few queries, long contexts: each (query, part) item keeps the best of its key range.
-  std::vector<std::vector<Candidate>> part_best(static_cast<size_t>(s.n_q * parts));
+  std::vector<Candidates> part_best(static_cast<size_t>(s.n_q * parts));
   for_each_item(s.n_q * parts, parallel, [&](int64_t item) {
     const int64_t i = item / parts, part = item % parts, n = visible(i);
     if (n <= s.top_k) return;
@@ -432,14 +531,15 @@ void indexer_topk(const IndexerTopk& s, const float* q, const float* weights, co
       take_all(i);
       continue;
     }
-    std::vector<Candidate>& all = part_best[static_cast<size_t>(i * parts)];
-    for (int64_t part = 1; part < parts; ++part) {
-      const auto& more = part_best[static_cast<size_t>(i * parts + part)];
-      all.insert(all.end(), more.begin(), more.end());
+    // The parts' ranges follow one another, so their lists joined are in ascending position.
+    Candidates all;
+    all.reset(parts * s.top_k);
+    for (int64_t part = 0; part < parts; ++part) {
+      const Candidates& one = part_best[static_cast<size_t>(i * parts + part)];
+      for (int64_t j = 0; j < one.size; ++j)
+        all.push({one.scores[static_cast<size_t>(j)], one.positions[static_cast<size_t>(j)]});
     }
-    const auto k = static_cast<ptrdiff_t>(s.top_k);
-    std::nth_element(all.begin(), all.begin() + (k - 1), all.end(), better);
-    all.resize(static_cast<size_t>(k));
+    if (all.size > s.top_k) keep_best_in_order(all, s.top_k);
     write_selection(all, selected + i * s.top_k, counts + i);
   }
 }

@@ -986,6 +986,37 @@ TEST(Indexer, TiesKeepTheEarlierPositions) {
   }
 }
 
+// Scores from a few values, many keys sharing each: the k-th best falls inside a run of equal
+// scores at every compaction of the candidate buffer, and the earlier positions of that run must
+// be the ones kept, as the reference keeps them. One query (its keys split into parts, merged)
+// and many (one part each).
+TEST(Indexer, TiedScoresAcrossCompactionsKeepTheEarlierPositions) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  const int64_t n_kv = 5000, top_k = 300, dim = 16;
+  const float levels[] = {0.1f, 0.5f, 0.9f, 0.5f, 0.1f, 0.1f};
+  std::vector<float> key_values(static_cast<size_t>(n_kv * dim));
+  std::mt19937 rng(41);
+  for (int64_t j = 0; j < n_kv; ++j)
+    std::fill_n(key_values.begin() + j * dim, dim, levels[rng() % std::size(levels)]);
+  const StoredKv keys(key_values, dim, KvDtype::Float32);
+  std::vector<int32_t> slots(static_cast<size_t>(n_kv));
+  std::iota(slots.begin(), slots.end(), 0);
+  for (int64_t n_q : {1, 40}) {
+    SCOPED_TRACE(testing::Message() << n_q << " queries");
+    const std::vector<float> q(static_cast<size_t>(n_q * 2 * dim), 1.0f);
+    const std::vector<float> w(static_cast<size_t>(n_q * 2), 0.5f);
+    const IndexerTopk shape{n_q, 2, dim, n_kv, top_k};
+    std::vector<int32_t> expected(static_cast<size_t>(n_q * top_k)), actual(expected.size()),
+        expected_counts(static_cast<size_t>(n_q)), actual_counts(expected_counts.size());
+    ref::indexer_topk(shape, q.data(), w.data(), keys.rows(), slots.data(), expected.data(),
+                      expected_counts.data());
+    indexer_topk(shape, q.data(), w.data(), keys.rows(), slots.data(), actual.data(),
+                 actual_counts.data());
+    EXPECT_EQ(actual_counts, expected_counts);
+    EXPECT_EQ(actual, expected);
+  }
+}
+
 // The half-split rotation is the interleaved one on permuted values: (i, i + d/2) -> (2i, 2i+1).
 TEST(Indexer, HalfSplitRopeIsInterleavedRopeOnPairedValues) {
   const int64_t dim = 12, half = dim / 2;
