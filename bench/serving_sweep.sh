@@ -7,6 +7,8 @@
 #   bench/serving_sweep.sh BIN MODEL TOKENIZER "SERVE FLAGS" "CONCURRENCIES" PROMPTS INPUT_LEN OUTPUT_LEN
 #   bench/serving_sweep.sh build/src/tools/mlaserve /tmp/bench-500m /tmp/bench-tok "--tp 2" "8 32" 32 256 64
 # (the bench model has no tokenizer: bench/pad_tokenizer.py makes one from brown-tiny's)
+# EXTRA_BODY (a JSON object) is merged into every request, e.g.
+# '{"sampling_params": {"temperature": 0.6, "top_p": 0.95}}' to sample instead of greedy.
 set -euo pipefail
 bin=$1 model=$2 tokenizer=$3 flags=$4 concurrencies=$5 prompts=$6 input_len=$7 output_len=$8
 port=${PORT:-30123}
@@ -23,7 +25,8 @@ bench_run() {
   "$bin" bench-serving --base-url "http://127.0.0.1:$port" --backend mlaserve --tokenizer "$tokenizer" \
     --dataset random --num-prompts "$1" --random-input-len "$input_len" \
     --random-output-len "$output_len" --random-range-ratio 1 --request-rate inf \
-    --max-concurrency "$2" --seed "$3" --output-file /dev/null 2>/dev/null
+    --max-concurrency "$2" --seed "$3" --extra-request-body "${EXTRA_BODY:-{\}}" \
+    --output-file /dev/null 2>/dev/null
 }
 bench_run 8 8 1 >/dev/null
 for c in $concurrencies; do

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <thread>
 
 #include "core/error.h"
+#include "kernels/parallel.h"
 #include "parallel/collective_watchdog.h"
 
 namespace mlaserve::runtime {
@@ -166,35 +168,60 @@ std::vector<SequenceResult> Worker::run(const StepPlan& plan) {
   }
   if (!topology_.group_leader()) return {};
 
-  std::vector<SequenceResult> results;
-  int64_t mtp_row = 0;
-  row = 0;
-  for (size_t i = 0; i < mine.seqs.size(); ++i) {
-    const PlannedSequence& s = mine.seqs[i];
-    const int64_t rows = s.logit_rows();
-    const float* last = logits.data() + (row + rows - 1) * V;
-    SequenceResult r;
-    if (s.drafts_next()) {
-      r.id = s.id;
-      r.tokens = std::move(spec[i].tokens);
-      r.drafts = std::move(spec[i].drafts);
-      // Token k of a verify step (or a prompt's first token) was chosen at the sequence's row k.
-      for (size_t k = 0; k < r.tokens.size(); ++k)
-        add_logprobs(s, logits.data() + (row + static_cast<int64_t>(k)) * V, r.tokens[k], r);
-    } else {
-      r = pick_token(s, last);
-    }
-    if (s.return_logits) {
-      r.logits.assign(logits.data() + row * V, last + V);
-      const auto mtp_rows = static_cast<int64_t>(s.mtp_tokens.size());
-      r.mtp_logits.assign(mtp_logits.begin() + mtp_row * V,
-                          mtp_logits.begin() + (mtp_row + mtp_rows) * V);
-      mtp_row += mtp_rows;
-    }
-    results.push_back(std::move(r));
-    row += rows;
+  // Each sequence's first logits row and first MTP logits row.
+  const size_t n = mine.seqs.size();
+  std::vector<int64_t> first_row(n), first_mtp_row(n);
+  for (size_t i = 1; i < n; ++i) {
+    first_row[i] = first_row[i - 1] + mine.seqs[i - 1].logit_rows();
+    first_mtp_row[i] =
+        first_mtp_row[i - 1] + (mine.seqs[i - 1].return_logits
+                                    ? static_cast<int64_t>(mine.seqs[i - 1].mtp_tokens.size())
+                                    : 0);
   }
+  for (const PlannedSequence& s : mine.seqs)
+    if (uses_sampler(s)) samplers_.try_emplace(s.id, s.sampling);
+  // Sampling a token from a DeepSeek vocabulary costs ~1-2 ms (a weight per token, top-p's
+  // search), an argmax ~0.1 ms: the group's sequences take their turns on the kernels' threads
+  // (each has its own sampler), where one after another they added that much per sequence to a
+  // step. An error (NaN logits) goes up from the calling thread.
+  std::vector<SequenceResult> results(n);
+  std::vector<std::exception_ptr> errors(n);
+  kernels::for_each_item(static_cast<int64_t>(n), n > 1, [&](int64_t item) {
+    const auto i = static_cast<size_t>(item);
+    try {
+      results[i] = sequence_result(mine.seqs[i], logits.data() + first_row[i] * V, spec[i],
+                                   mtp_logits.data() + first_mtp_row[i] * V);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
   return results;
+}
+
+// The leader's result of one sequence: `rows` its logits rows, `mtp_rows` its MTP logits rows
+// (read where it returns logits).
+SequenceResult Worker::sequence_result(const PlannedSequence& s, const float* rows,
+                                       Speculation& spec, const float* mtp_rows) {
+  const int64_t V = model_.info().vocab_size;
+  const float* last = rows + (s.logit_rows() - 1) * V;
+  SequenceResult r;
+  if (s.drafts_next()) {
+    r.id = s.id;
+    r.tokens = std::move(spec.tokens);
+    r.drafts = std::move(spec.drafts);
+    // Token k of a verify step (or a prompt's first token) was chosen at the sequence's row k.
+    for (size_t k = 0; k < r.tokens.size(); ++k)
+      add_logprobs(s, rows + static_cast<int64_t>(k) * V, r.tokens[k], r);
+  } else {
+    r = pick_token(s, last);
+  }
+  if (s.return_logits) {
+    r.logits.assign(rows, last + V);
+    r.mtp_logits.assign(mtp_rows, mtp_rows + static_cast<int64_t>(s.mtp_tokens.size()) * V);
+  }
+  return r;
 }
 
 // Verification, on every rank of the group alike (they hold the same logits, and the random
@@ -377,23 +404,27 @@ int32_t Worker::draft_token(const PlannedSequence& s, const float* row,
   return sampling::argmax(penalised(raw, counts, s.sampling));
 }
 
-// The group leader samples: greedy without penalties needs no state; anything else uses the
-// request's sampler (its RNG and token counts live here from the first token to release).
+// Whether the leader picks a sequence's token with the request's sampler: greedy without
+// penalties needs no state; anything else has its RNG and token counts live here from the first
+// token to release.
+bool Worker::uses_sampler(const PlannedSequence& s) {
+  return s.sample && !s.drafts_next() && !(s.sampling.greedy() && !s.sampling.edits_logits());
+}
+
+// The group leader samples (uses_sampler; run() made the sampler).
 SequenceResult Worker::pick_token(const PlannedSequence& s, const float* last_row) {
   SequenceResult r;
   r.id = s.id;
   if (!s.sample) return r;
   const auto V = static_cast<size_t>(model_.info().vocab_size);
   const std::span<const float> raw(last_row, V);
-  const sampling::SamplingParams& p = s.sampling;
-  const bool stateless = p.greedy() && !p.edits_logits();
-  if (stateless && s.allowed_tokens.empty()) {
+  const bool stateful = uses_sampler(s);
+  if (!stateful && s.allowed_tokens.empty()) {
     r.token = sampling::argmax(raw);
   } else {
     std::vector<float> row(raw.begin(), raw.end());
     if (!s.allowed_tokens.empty()) sampling::mask_disallowed(row, s.allowed_tokens);
-    r.token = stateless ? sampling::argmax(row)
-                        : samplers_.try_emplace(s.id, p).first->second.sample(row);
+    r.token = stateful ? samplers_.at(s.id).sample(row) : sampling::argmax(row);
   }
   add_logprobs(s, raw.data(), r.token, r);
   return r;

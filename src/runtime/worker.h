@@ -65,6 +65,9 @@ class Worker {
                       const std::vector<int32_t>& earlier_drafts);
   std::span<const float> penalised(std::span<const float> row, const sampling::TokenCounts& counts,
                                    const sampling::SamplingParams& params);
+  SequenceResult sequence_result(const PlannedSequence& s, const float* rows, Speculation& spec,
+                                 const float* mtp_rows);
+  static bool uses_sampler(const PlannedSequence& s);
   SequenceResult pick_token(const PlannedSequence& s, const float* last_row);
   void add_logprobs(const PlannedSequence& s, const float* row, int32_t token,
                     SequenceResult& r) const;
