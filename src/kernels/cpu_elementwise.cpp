@@ -102,6 +102,40 @@ MLASERVE_AVX512 void rotate_pairs(float* vec, int64_t rotated_dim, const float* 
   }
 }
 
+// Two passes of 16 lanes: the largest value (any NaN noted), then its first lane. The scalar
+// loop, a compare and a branch per value, took ~0.1 ms over a 129k vocabulary.
+MLASERVE_AVX512 int64_t first_argmax_avx512(const float* x, int64_t n) {
+  const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+  __m512 max = minus_inf;
+  __mmask16 nan = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 valid = first_lanes16(n - i);
+    const __m512 v = _mm512_mask_loadu_ps(minus_inf, valid, x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    max = _mm512_max_ps(max, v);
+  }
+  if (nan) return ref::first_argmax(x, n);  // the first NaN
+  const __m512 best = _mm512_set1_ps(hmax(max));
+  for (int64_t i = 0;; i += 16) {
+    const __mmask16 valid = first_lanes16(n - i);
+    const __mmask16 equal =
+        _mm512_mask_cmp_ps_mask(valid, _mm512_maskz_loadu_ps(valid, x + i), best, _CMP_EQ_OQ);
+    if (equal) return i + __builtin_ctz(equal);
+  }
+}
+
+// The same division as the reference (not a multiplication by 1 / temperature), and exp512's ~2
+// ulp for std::exp's: at a 129k vocabulary 0.05 ms where std::exp took ~0.7 ms per token.
+MLASERVE_AVX512 void temperature_weights_avx512(const float* logits, int64_t n, float max_logit,
+                                                float temperature, float* out) {
+  const __m512 max = _mm512_set1_ps(max_logit), t = _mm512_set1_ps(temperature);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 valid = first_lanes16(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(valid, logits + i);
+    _mm512_mask_storeu_ps(out + i, valid, exp512(_mm512_div_ps(_mm512_sub_ps(x, max), t)));
+  }
+}
+
 }  // namespace
 
 void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y) {
@@ -125,6 +159,17 @@ void softmax(float* x, int64_t n) {
   if (n <= 0) return;
   if (!cpu_has_avx512()) return ref::softmax(x, n);
   softmax_avx512(x, n);
+}
+
+int64_t first_argmax(const float* x, int64_t n) {
+  if (!cpu_has_avx512()) return ref::first_argmax(x, n);
+  return first_argmax_avx512(x, n);
+}
+
+void temperature_weights(const float* logits, int64_t n, float max_logit, float temperature,
+                         float* out) {
+  if (!cpu_has_avx512()) return ref::temperature_weights(logits, n, max_logit, temperature, out);
+  temperature_weights_avx512(logits, n, max_logit, temperature, out);
 }
 
 void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,

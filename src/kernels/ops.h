@@ -262,6 +262,17 @@ void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 // In-place softmax over x[0, n).
 void softmax(float* x, int64_t n);
 
+// The index of the first largest of x[0, n) (n > 0), or of the first NaN where there is one: a
+// greedy pick from a row of logits. On the calling thread only.
+int64_t first_argmax(const float* x, int64_t n);
+
+// out[i] = e^((logits[i] - max_logit) / temperature) for i < n: a sampler's unnormalised
+// softmax at a temperature (temperature > 0), the most likely token weighing exactly 1 where
+// max_logit is the row's maximum; -inf logits weigh 0. On the calling thread only (samplers run
+// one per kernel thread).
+void temperature_weights(const float* logits, int64_t n, float max_logit, float temperature,
+                         float* out);
+
 // DeepSeek RoPE on interleaved pairs: for each of n_vectors vectors (stride floats apart),
 // (x[2i], x[2i+1]) is rotated by angle theta_i, given as cos_theta[i], sin_theta[i], i < dim/2.
 void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,

@@ -409,6 +409,55 @@ TEST(Softmax, LargeLogitsDoNotOverflow) {
   EXPECT_LE(relative_error(x, expected, 1e-3), kF32Tolerance);
 }
 
+// The first of equal maxima, -inf rows, and the first NaN wherever it sits (before or after the
+// largest value, in a full vector or the tail).
+TEST(FirstArgmax, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  for (int64_t n : {1, 15, 16, 17, 129280}) {
+    std::vector<float> x = random_values(static_cast<size_t>(n), 13, -5.0f, 5.0f);
+    std::vector<std::vector<float>> rows = {x,
+                                            std::vector<float>(static_cast<size_t>(n), -INFINITY)};
+    for (int64_t at : {n / 3, n - 1}) {  // ties of the largest value
+      std::vector<float> tied = x;
+      tied[static_cast<size_t>(at)] = 9.0f;
+      tied[static_cast<size_t>(n - 1)] = 9.0f;
+      rows.push_back(tied);
+      tied[static_cast<size_t>(n / 2)] = NAN;
+      tied[static_cast<size_t>(n - 1)] = NAN;
+      rows.push_back(tied);
+    }
+    for (const std::vector<float>& row : rows) {
+      SCOPED_TRACE(testing::Message() << "n=" << n);
+      EXPECT_EQ(first_argmax(row.data(), n), ref::first_argmax(row.data(), n));
+    }
+  }
+}
+
+// Within a few ulp of std::exp's weights (below float's normal range, where a few ulp are
+// absolute, within 1e-37), -inf logits weighing 0 and the largest exactly 1.
+TEST(TemperatureWeights, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  for (float temperature : {0.05f, 0.6f, 1.0f, 2.5f}) {
+    for (int64_t n : {1, 17, 32000}) {
+      SCOPED_TRACE(testing::Message() << "n=" << n << " temperature=" << temperature);
+      std::vector<float> logits = random_values(static_cast<size_t>(n), 12, -30.0f, 30.0f);
+      if (n > 2) logits[1] = -INFINITY;
+      const int64_t top = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      std::vector<float> expected(static_cast<size_t>(n)), actual(expected.size(), NAN);
+      ref::temperature_weights(logits.data(), n, logits[top], temperature, expected.data());
+      temperature_weights(logits.data(), n, logits[top], temperature, actual.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float e = expected[static_cast<size_t>(i)], a = actual[static_cast<size_t>(i)];
+        ASSERT_NEAR(a, e, 5e-7f * e + 1e-37f) << "logit " << logits[static_cast<size_t>(i)];
+      }
+      EXPECT_EQ(actual[static_cast<size_t>(top)], 1.0f);
+      if (n > 2) {
+        EXPECT_EQ(actual[1], 0.0f);
+      }
+    }
+  }
+}
+
 // Vectors `stride` floats apart; the gap after each vector's dim floats must stay untouched.
 TEST(Rope, MatchesReferenceAndKeepsGaps) {
   SKIP_WITHOUT_FAST_PATH(Isa::Avx512);

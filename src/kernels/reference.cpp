@@ -49,6 +49,20 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
+int64_t first_argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return i;
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+void temperature_weights(const float* logits, int64_t n, float max_logit, float temperature,
+                         float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp((logits[i] - max_logit) / temperature);
+}
+
 void rope_interleaved(float* x, int64_t n_vectors, int64_t stride, int64_t dim,
                       const float* cos_theta, const float* sin_theta) {
   for (int64_t v = 0; v < n_vectors; ++v) {

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace mlaserve::sampling {
 namespace {
@@ -33,10 +34,13 @@ bool more_likely(const Candidate& a, const Candidate& b) {
 // Tokens that underflow to 0 can never be drawn, so they are left out right away.
 void fill_weights(std::span<const float> logits, float temperature, std::vector<Candidate>& out) {
   const float max_logit = logits[checked_argmax(logits)];
+  thread_local std::vector<float> weights;
+  weights.resize(logits.size());
+  kernels::temperature_weights(logits.data(), std::ssize(logits), max_logit, temperature,
+                               weights.data());
   out.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
-    const float weight = std::exp((logits[i] - max_logit) / temperature);
-    if (weight > 0.0f) out.push_back({static_cast<int32_t>(i), weight});
+    if (weights[i] > 0.0f) out.push_back({static_cast<int32_t>(i), weights[i]});
   }
 }
 
@@ -49,9 +53,16 @@ void keep_top_k(int top_k, std::vector<Candidate>& candidates) {
   candidates.resize(k);
 }
 
+// In eight running sums: one waits ~4 cycles per add, 0.15 ms over a 129k vocabulary.
 double total_weight(std::span<const Candidate> candidates) {
+  constexpr size_t kSums = 8;
+  double sums[kSums] = {};
+  size_t i = 0;
+  for (; i + kSums <= candidates.size(); i += kSums)
+    for (size_t j = 0; j < kSums; ++j) sums[j] += candidates[i + j].prob;
   double total = 0.0;
-  for (const Candidate& c : candidates) total += c.prob;
+  for (; i < candidates.size(); ++i) total += candidates[i].prob;
+  for (double sum : sums) total += sum;
   return total;
 }
 
@@ -176,6 +187,7 @@ void filter(std::span<const float> logits, const SamplingParams& params,
   keep_top_k(params.top_k, out);
   // top-p is measured against the mass top-k left, as if renormalised after top-k.
   const double top_k_mass = total_weight(out);
+  const size_t top_k_count = out.size();
   // The most likely token weighs exactly 1, so min_p * max prob is simply min_p in weights.
   // Removing the tail first leaves top-p less to search and cannot change its decision: min-p
   // only cuts tokens ranked below every token it keeps.
@@ -183,7 +195,7 @@ void filter(std::span<const float> logits, const SamplingParams& params,
     std::erase_if(out, [&](const Candidate& c) { return c.prob < params.min_p; });
   }
   if (params.top_p < 1.0f) out.resize(nucleus_size(out, params.top_p * top_k_mass));
-  const double kept_mass = total_weight(out);
+  const double kept_mass = out.size() == top_k_count ? top_k_mass : total_weight(out);
   for (Candidate& c : out) c.prob = static_cast<float>(c.prob / kept_mass);
 }
 
@@ -298,12 +310,9 @@ LogprobResult logprobs(std::span<const float> raw_logits, int32_t chosen, int to
 
 int32_t argmax(std::span<const float> logits) {
   if (logits.empty()) fail("cannot choose a token from an empty row of logits");
-  size_t best = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    // A NaN would otherwise lose every comparison and silently never be reported.
-    if (std::isnan(logits[i])) fail("logit of token {} is NaN", i);
-    if (logits[i] > logits[best]) best = i;
-  }
+  const int64_t best = kernels::first_argmax(logits.data(), std::ssize(logits));
+  // A NaN would otherwise lose every comparison and silently never be reported.
+  if (std::isnan(logits[static_cast<size_t>(best)])) fail("logit of token {} is NaN", best);
   return static_cast<int32_t>(best);
 }
 
