@@ -85,58 +85,14 @@ struct Candidates {
   }
 };
 
-// The k-th best of scores[0, n) (k <= n; NaN counts as -inf, below every score), by a
-// quickselect whose partitions run 16 scores at a time: one compare each way, the greater
-// scores compressed into the other buffer, the lesser ones left-packed in place.
-MLASERVE_AVX512 float kth_best_score(const float* scores, int64_t n, int64_t k) {
-  thread_local std::vector<float> buffers[2];
-  float* current = take(buffers[0], n + 16);
-  float* other = take(buffers[1], n + 16);
-  const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 valid = first_lanes16(n - i);
-    const __m512 v = _mm512_maskz_loadu_ps(valid, scores + i);
-    _mm512_mask_storeu_ps(current + i, valid,
-                          _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), minus_inf));
-  }
-  int64_t rank = k - 1;  // among `current`, best first
-  while (n > 32) {
-    const float pivot = std::max(std::min(current[0], current[n / 2]),
-                                 std::min(std::max(current[0], current[n / 2]), current[n - 1]));
-    const __m512 p = _mm512_set1_ps(pivot);
-    int64_t greater = 0, lesser = 0;
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 valid = first_lanes16(n - i);
-      const __m512 v = _mm512_maskz_loadu_ps(valid, current + i);
-      const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_GT_OQ);
-      const __mmask16 lt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_LT_OQ);
-      _mm512_storeu_ps(other + greater, _mm512_maskz_compress_ps(gt, v));
-      _mm512_storeu_ps(current + lesser, _mm512_maskz_compress_ps(lt, v));  // lesser <= i
-      greater += __builtin_popcount(gt);
-      lesser += __builtin_popcount(lt);
-    }
-    if (rank < greater) {
-      std::swap(current, other);
-      n = greater;
-    } else if (rank < n - lesser) {
-      return pivot;  // one of the scores equal to the pivot
-    } else {
-      rank -= n - lesser;
-      n = lesser;
-    }
-  }
-  std::sort(current, current + n, std::greater<>());
-  return current[rank];
-}
-
 // Keeps the best k of c (by `better`; k < c.size) in the order they had and returns the worst of
-// them: every candidate above the k-th best score (kth_best_score) and the first of those equal
+// them: every candidate above the k-th best score (kth_largest) and the first of those equal
 // to it, left-packed 16 at a time. Candidates pushed in ascending position (the scoring order)
 // so stay ascending: earlier positions win ties as `better` says, and the final selection needs
 // no sort. (std::nth_element on the pairs and a sort by position took 35 % of a 32k-key indexer
 // call.)
 MLASERVE_AVX512 Candidate keep_best_in_order(Candidates& c, int64_t k) {
-  const float kth = kth_best_score(c.scores.data(), c.size, k);
+  const float kth = kth_largest(c.scores.data(), c.size, k);
   const __m512 t = _mm512_set1_ps(kth);
   int64_t above = 0;
   for (int64_t i = 0; i < c.size; i += 16) {

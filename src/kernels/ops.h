@@ -262,6 +262,10 @@ void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 // In-place softmax over x[0, n).
 void softmax(float* x, int64_t n);
 
+// The k-th largest of x[0, n) (1 <= k <= n; NaN counts as -inf): a top-k's threshold. On the
+// calling thread only.
+float kth_largest(const float* x, int64_t n, int64_t k);
+
 // The index of the first largest of x[0, n) (n > 0), or of the first NaN where there is one: a
 // greedy pick from a row of logits. On the calling thread only.
 int64_t first_argmax(const float* x, int64_t n);

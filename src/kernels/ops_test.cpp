@@ -409,6 +409,32 @@ TEST(Softmax, LargeLogitsDoNotOverflow) {
   EXPECT_LE(relative_error(x, expected, 1e-3), kF32Tolerance);
 }
 
+// Against std::nth_element: every k of short rows, several of long ones, rows of few distinct
+// values (the k-th inside a run of equal ones), -inf and NaN (counted as -inf).
+TEST(KthLargest, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  for (int64_t n : {1, 16, 33, 100, 129280}) {
+    std::vector<float> random = random_values(static_cast<size_t>(n), 14, -5.0f, 5.0f);
+    std::vector<float> few(random.size());
+    for (size_t i = 0; i < few.size(); ++i) few[i] = static_cast<float>(i * 7 % 5);
+    std::vector<float> special = random;
+    for (size_t i = 0; i < special.size(); i += 3) special[i] = i % 2 ? -INFINITY : NAN;
+    for (const std::vector<float>& x : {random, few, special}) {
+      const std::vector<int64_t> ks =
+          n <= 100 ? [&] {
+            std::vector<int64_t> all(static_cast<size_t>(n));
+            std::iota(all.begin(), all.end(), 1);
+            return all;
+          }()
+                   : std::vector<int64_t>{1, 2, 50, 2048, n / 2, n - 1, n};
+      for (int64_t k : ks) {
+        const float expected = ref::kth_largest(x.data(), n, k);
+        EXPECT_EQ(kth_largest(x.data(), n, k), expected) << "n=" << n << " k=" << k;
+      }
+    }
+  }
+}
+
 // The first of equal maxima, -inf rows, and the first NaN wherever it sits (before or after the
 // largest value, in a full vector or the tail).
 TEST(FirstArgmax, MatchesReference) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -47,6 +48,13 @@ void softmax(float* x, int64_t n) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - max));
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
+}
+
+float kth_largest(const float* x, int64_t n, int64_t k) {
+  std::vector<float> values(x, x + n);
+  for (float& v : values) v = std::isnan(v) ? -INFINITY : v;
+  std::nth_element(values.begin(), values.begin() + (k - 1), values.end(), std::greater<>());
+  return values[static_cast<size_t>(k - 1)];
 }
 
 int64_t first_argmax(const float* x, int64_t n) {

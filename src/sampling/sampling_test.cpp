@@ -281,6 +281,16 @@ TEST(Sampling, TopKKeepsTheKMostLikely) {
   expect_filtered(params, {0.25 / 0.9, 0.0, 0.15 / 0.9, 0.5 / 0.9});
 }
 
+// Equal weights at the k-th place: the lower ids are kept, as among equal logits for argmax.
+TEST(Sampling, TopKKeepsTheLowerIdsAmongEqualWeights) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, 2.0f, 2.0f, 0.5f, 2.0f};
+  SamplingParams params;
+  params.top_k = 4;  // 3, 3, then two of the four 2s: tokens 2 and 4
+  const std::vector<float> probs = dense_filtered(logits, params);
+  for (size_t id : {1u, 2u, 3u, 4u}) EXPECT_GT(probs[id], 0.0f) << "token " << id;
+  for (size_t id : {0u, 5u, 6u, 7u}) EXPECT_EQ(probs[id], 0.0f) << "token " << id;
+}
+
 TEST(Sampling, PenaltiesChangeLogitsAsSpecified) {
   std::vector<float> logits = {2.0f, -2.0f, 1.0f, 0.5f};
   SamplingParams params;
