@@ -1,7 +1,8 @@
-// kth_largest: a quickselect whose partitions run 16 values at a time (one compare each way,
-// the greater values compressed into the other buffer, the lesser ones left-packed in place),
-// for the indexer's top-k of candidate scores and a sampler's top-k of token weights. Against
-// std::nth_element on (score, position) pairs it halved the indexer's 32k-key top-k.
+// Selections over rows of floats by quickselects whose partitions run 16 values at a time (one
+// compare each way, the greater values compressed into the other buffer, the lesser ones
+// left-packed in place): kth_largest for the indexer's top-k of candidate scores and a sampler's
+// top-k of token weights (against std::nth_element on (score, position) pairs it halved the
+// indexer's 32k-key top-k), nucleus_bar for a sampler's top-p.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -57,7 +58,70 @@ MLASERVE_AVX512 float kth_largest_avx512(const float* x, int64_t n, int64_t k) {
   return current[rank];
 }
 
+// 16 weights' sum in double (two halves of 8), added to acc.
+MLASERVE_AVX512 inline __m512d add_in_double(__m512d acc, __m512 v) {
+  acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+  return _mm512_add_pd(
+      acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+// nucleus_bar by the same partitions, splitting by mass: each pass also sums (in double) the
+// weights above the pivot; the nucleus then lies above the pivot, ends among the weights equal
+// to it, or takes all of those and goes on below.
+MLASERVE_AVX512 NucleusBar nucleus_bar_avx512(const float* w, int64_t n, double target) {
+  thread_local std::vector<float> buffers[2];
+  float* current = take(buffers[0], n + 16);
+  float* other = take(buffers[1], n + 16);
+  std::copy(w, w + n, current);
+  double kept = 0.0;  // the weights above every one in `current`, all in the nucleus
+  while (n > 32) {
+    const float pivot = std::max(std::min(current[0], current[n / 2]),
+                                 std::min(std::max(current[0], current[n / 2]), current[n - 1]));
+    const __m512 p = _mm512_set1_ps(pivot);
+    int64_t greater = 0, lesser = 0;
+    __m512d above = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 valid = first_lanes16(n - i);
+      const __m512 v = _mm512_maskz_loadu_ps(valid, current + i);
+      const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_GT_OQ);
+      const __mmask16 lt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_LT_OQ);
+      _mm512_storeu_ps(other + greater, _mm512_maskz_compress_ps(gt, v));
+      _mm512_storeu_ps(current + lesser, _mm512_maskz_compress_ps(lt, v));  // lesser <= i
+      above = add_in_double(above, _mm512_maskz_mov_ps(gt, v));
+      greater += __builtin_popcount(gt);
+      lesser += __builtin_popcount(lt);
+    }
+    const double mass_above = _mm512_reduce_add_pd(above);
+    const int64_t equal = n - greater - lesser;
+    if (kept + mass_above >= target) {
+      std::swap(current, other);
+      n = greater;
+      continue;
+    }
+    kept += mass_above;
+    if (kept + static_cast<double>(equal) * pivot >= target) {
+      int64_t taken = 0;
+      for (; kept < target && taken < equal; ++taken) kept += pivot;
+      return {pivot, taken};
+    }
+    kept += static_cast<double>(equal) * pivot;
+    n = lesser;
+  }
+  std::sort(current, current + n, std::greater<>());
+  for (int64_t i = 0; i < n; ++i) {
+    kept += current[i];
+    if (kept < target) continue;
+    return {current[i], i - (std::find(current, current + n, current[i]) - current) + 1};
+  }
+  return {0.0f, 0};
+}
+
 }  // namespace
+
+NucleusBar nucleus_bar(const float* w, int64_t n, double target) {
+  if (!cpu_has_avx512()) return ref::nucleus_bar(w, n, target);
+  return nucleus_bar_avx512(w, n, target);
+}
 
 float kth_largest(const float* x, int64_t n, int64_t k) {
   if (!cpu_has_avx512()) return ref::kth_largest(x, n, k);

@@ -266,6 +266,16 @@ void softmax(float* x, int64_t n);
 // calling thread only.
 float kth_largest(const float* x, int64_t n, int64_t k);
 
+// The top-p nucleus of weights w[0, n) (each > 0): the smallest set of the heaviest weights
+// (equal ones taken in index order) whose sum reaches `target` holds every weight above
+// `weight` and the first `equal_taken` of those equal to it. A target above the sum (rounding)
+// takes every weight: {0, 0}. On the calling thread only.
+struct NucleusBar {
+  float weight;
+  int64_t equal_taken;
+};
+NucleusBar nucleus_bar(const float* w, int64_t n, double target);
+
 // The index of the first largest of x[0, n) (n > 0), or of the first NaN where there is one: a
 // greedy pick from a row of logits. On the calling thread only.
 int64_t first_argmax(const float* x, int64_t n);

@@ -435,6 +435,28 @@ TEST(KthLargest, MatchesReference) {
   }
 }
 
+// Against sorting: random weights and weights of few distinct values (the nucleus ending inside
+// a run of equal ones), targets from one weight's mass to past the total (rounding: all taken).
+TEST(NucleusBar, MatchesReference) {
+  SKIP_WITHOUT_FAST_PATH(Isa::Avx512);
+  for (int64_t n : {1, 20, 33, 1000, 129280}) {
+    std::vector<float> random = random_values(static_cast<size_t>(n), 15, 0.001f, 1.0f);
+    std::vector<float> few(random.size());
+    for (size_t i = 0; i < few.size(); ++i) few[i] = 0.25f * static_cast<float>(1 + i * 7 % 4);
+    for (const std::vector<float>& w : {random, few}) {
+      double total = 0.0;
+      for (float v : w) total += v;
+      for (double fraction : {1e-6, 0.1, 0.5, 0.9, 0.95, 0.999, 2.0}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " fraction=" << fraction);
+        const NucleusBar expected = ref::nucleus_bar(w.data(), n, fraction * total);
+        const NucleusBar actual = nucleus_bar(w.data(), n, fraction * total);
+        EXPECT_EQ(actual.weight, expected.weight);
+        EXPECT_EQ(actual.equal_taken, expected.equal_taken);
+      }
+    }
+  }
+}
+
 // The first of equal maxima, -inf rows, and the first NaN wherever it sits (before or after the
 // largest value, in a full vector or the tail).
 TEST(FirstArgmax, MatchesReference) {

@@ -57,6 +57,19 @@ float kth_largest(const float* x, int64_t n, int64_t k) {
   return values[static_cast<size_t>(k - 1)];
 }
 
+NucleusBar nucleus_bar(const float* w, int64_t n, double target) {
+  std::vector<float> sorted(w, w + n);
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  double mass = 0.0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    mass += sorted[i];
+    if (mass < target) continue;
+    const auto first_equal = std::find(sorted.begin(), sorted.end(), sorted[i]) - sorted.begin();
+    return {sorted[i], static_cast<int64_t>(i) - first_equal + 1};
+  }
+  return {0.0f, 0};
+}
+
 int64_t first_argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 0; i < n; ++i) {
