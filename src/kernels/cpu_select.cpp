@@ -17,6 +17,45 @@
 namespace mlaserve::kernels {
 namespace {
 
+// The median of current[0], current[n / 2] and current[n - 1]: a pivot sorted input cannot
+// make degenerate.
+float median_of_three(const float* current, int64_t n) {
+  const float a = current[0], b = current[n / 2], c = current[n - 1];
+  return std::max(std::min(a, b), std::min(std::max(a, b), c));
+}
+
+// One partition of current[0, n) around `pivot`: the greater values compressed into `other`, the
+// lesser left-packed in place (`lesser` never passes the read position). Returns the counts and,
+// where asked, the greater values' sum in double (two halves of 8 per vector).
+struct Split {
+  int64_t greater = 0, lesser = 0;
+  double greater_sum = 0.0;
+};
+template <bool kSum>
+MLASERVE_AVX512 Split partition16(float* current, float* other, int64_t n, float pivot) {
+  const __m512 p = _mm512_set1_ps(pivot);
+  Split split;
+  __m512d sum = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 valid = first_lanes16(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(valid, current + i);
+    const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_GT_OQ);
+    const __mmask16 lt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_LT_OQ);
+    _mm512_storeu_ps(other + split.greater, _mm512_maskz_compress_ps(gt, v));
+    _mm512_storeu_ps(current + split.lesser, _mm512_maskz_compress_ps(lt, v));
+    if constexpr (kSum) {
+      const __m512 g = _mm512_maskz_mov_ps(gt, v);
+      sum = _mm512_add_pd(sum, _mm512_cvtps_pd(_mm512_castps512_ps256(g)));
+      sum = _mm512_add_pd(
+          sum, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1))));
+    }
+    split.greater += __builtin_popcount(gt);
+    split.lesser += __builtin_popcount(lt);
+  }
+  if constexpr (kSum) split.greater_sum = _mm512_reduce_add_pd(sum);
+  return split;
+}
+
 MLASERVE_AVX512 float kth_largest_avx512(const float* x, int64_t n, int64_t k) {
   thread_local std::vector<float> buffers[2];
   float* current = take(buffers[0], n + 16);
@@ -30,39 +69,20 @@ MLASERVE_AVX512 float kth_largest_avx512(const float* x, int64_t n, int64_t k) {
   }
   int64_t rank = k - 1;  // among `current`, best first
   while (n > 32) {
-    const float pivot = std::max(std::min(current[0], current[n / 2]),
-                                 std::min(std::max(current[0], current[n / 2]), current[n - 1]));
-    const __m512 p = _mm512_set1_ps(pivot);
-    int64_t greater = 0, lesser = 0;
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 valid = first_lanes16(n - i);
-      const __m512 v = _mm512_maskz_loadu_ps(valid, current + i);
-      const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_GT_OQ);
-      const __mmask16 lt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_LT_OQ);
-      _mm512_storeu_ps(other + greater, _mm512_maskz_compress_ps(gt, v));
-      _mm512_storeu_ps(current + lesser, _mm512_maskz_compress_ps(lt, v));  // lesser <= i
-      greater += __builtin_popcount(gt);
-      lesser += __builtin_popcount(lt);
-    }
-    if (rank < greater) {
+    const float pivot = median_of_three(current, n);
+    const Split split = partition16<false>(current, other, n, pivot);
+    if (rank < split.greater) {
       std::swap(current, other);
-      n = greater;
-    } else if (rank < n - lesser) {
+      n = split.greater;
+    } else if (rank < n - split.lesser) {
       return pivot;  // one of the values equal to the pivot
     } else {
-      rank -= n - lesser;
-      n = lesser;
+      rank -= n - split.lesser;
+      n = split.lesser;
     }
   }
   std::sort(current, current + n, std::greater<>());
   return current[rank];
-}
-
-// 16 weights' sum in double (two halves of 8), added to acc.
-MLASERVE_AVX512 inline __m512d add_in_double(__m512d acc, __m512 v) {
-  acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-  return _mm512_add_pd(
-      acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
 // nucleus_bar by the same partitions, splitting by mass: each pass also sums (in double) the
@@ -75,37 +95,22 @@ MLASERVE_AVX512 NucleusBar nucleus_bar_avx512(const float* w, int64_t n, double 
   std::copy(w, w + n, current);
   double kept = 0.0;  // the weights above every one in `current`, all in the nucleus
   while (n > 32) {
-    const float pivot = std::max(std::min(current[0], current[n / 2]),
-                                 std::min(std::max(current[0], current[n / 2]), current[n - 1]));
-    const __m512 p = _mm512_set1_ps(pivot);
-    int64_t greater = 0, lesser = 0;
-    __m512d above = _mm512_setzero_pd();
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 valid = first_lanes16(n - i);
-      const __m512 v = _mm512_maskz_loadu_ps(valid, current + i);
-      const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_GT_OQ);
-      const __mmask16 lt = _mm512_mask_cmp_ps_mask(valid, v, p, _CMP_LT_OQ);
-      _mm512_storeu_ps(other + greater, _mm512_maskz_compress_ps(gt, v));
-      _mm512_storeu_ps(current + lesser, _mm512_maskz_compress_ps(lt, v));  // lesser <= i
-      above = add_in_double(above, _mm512_maskz_mov_ps(gt, v));
-      greater += __builtin_popcount(gt);
-      lesser += __builtin_popcount(lt);
-    }
-    const double mass_above = _mm512_reduce_add_pd(above);
-    const int64_t equal = n - greater - lesser;
-    if (kept + mass_above >= target) {
+    const float pivot = median_of_three(current, n);
+    const Split split = partition16<true>(current, other, n, pivot);
+    const int64_t equal = n - split.greater - split.lesser;
+    if (kept + split.greater_sum >= target) {
       std::swap(current, other);
-      n = greater;
+      n = split.greater;
       continue;
     }
-    kept += mass_above;
+    kept += split.greater_sum;
     if (kept + static_cast<double>(equal) * pivot >= target) {
       int64_t taken = 0;
       for (; kept < target && taken < equal; ++taken) kept += pivot;
       return {pivot, taken};
     }
     kept += static_cast<double>(equal) * pivot;
-    n = lesser;
+    n = split.lesser;
   }
   std::sort(current, current + n, std::greater<>());
   for (int64_t i = 0; i < n; ++i) {
