@@ -91,17 +91,12 @@ struct Candidates {
 // no sort. (std::nth_element on the pairs and a sort by position took 35 % of a 32k-key indexer
 // call.)
 MLASERVE_AVX512 Candidate keep_best_in_order(Candidates& c, int64_t k) {
-  const float kth = kth_largest(c.scores.data(), c.size, k);
+  const KthLargest best = kth_largest(c.scores.data(), c.size, k);
+  const float kth = best.value;
   const __m512 t = _mm512_set1_ps(kth);
-  int64_t above = 0;
-  for (int64_t i = 0; i < c.size; i += 16) {
-    const __mmask16 valid = first_lanes16(c.size - i);
-    above += __builtin_popcount(
-        _mm512_mask_cmp_ps_mask(valid, _mm512_loadu_ps(c.scores.data() + i), t, _CMP_GT_OQ));
-  }
   // NaN scores never enter (their compares are false); a k-th best of -inf is then met only by
   // the -inf scores, which is all `better` orders among them anyway.
-  int64_t ties = k - above, kept = 0;
+  int64_t ties = k - best.greater, kept = 0;
   for (int64_t i = 0; i < c.size; i += 16) {
     const __mmask16 valid = first_lanes16(c.size - i);
     const __m512 v = _mm512_loadu_ps(c.scores.data() + i);

@@ -56,7 +56,7 @@ MLASERVE_AVX512 Split partition16(float* current, float* other, int64_t n, float
   return split;
 }
 
-MLASERVE_AVX512 float kth_largest_avx512(const float* x, int64_t n, int64_t k) {
+MLASERVE_AVX512 KthLargest kth_largest_avx512(const float* x, int64_t n, int64_t k) {
   thread_local std::vector<float> buffers[2];
   float* current = take(buffers[0], n + 16);
   float* other = take(buffers[1], n + 16);
@@ -68,6 +68,7 @@ MLASERVE_AVX512 float kth_largest_avx512(const float* x, int64_t n, int64_t k) {
                           _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), minus_inf));
   }
   int64_t rank = k - 1;  // among `current`, best first
+  int64_t above = 0;     // values left behind for being greater than all of `current`
   while (n > 32) {
     const float pivot = median_of_three(current, n);
     const Split split = partition16<false>(current, other, n, pivot);
@@ -75,14 +76,15 @@ MLASERVE_AVX512 float kth_largest_avx512(const float* x, int64_t n, int64_t k) {
       std::swap(current, other);
       n = split.greater;
     } else if (rank < n - split.lesser) {
-      return pivot;  // one of the values equal to the pivot
+      return {pivot, above + split.greater};  // one of the values equal to the pivot
     } else {
       rank -= n - split.lesser;
+      above += n - split.lesser;
       n = split.lesser;
     }
   }
   std::sort(current, current + n, std::greater<>());
-  return current[rank];
+  return {current[rank], above + (std::find(current, current + n, current[rank]) - current)};
 }
 
 // nucleus_bar by the same partitions, splitting by mass: each pass also sums (in double) the
@@ -128,7 +130,7 @@ NucleusBar nucleus_bar(const float* w, int64_t n, double target) {
   return nucleus_bar_avx512(w, n, target);
 }
 
-float kth_largest(const float* x, int64_t n, int64_t k) {
+KthLargest kth_largest(const float* x, int64_t n, int64_t k) {
   if (!cpu_has_avx512()) return ref::kth_largest(x, n, k);
   return kth_largest_avx512(x, n, k);
 }

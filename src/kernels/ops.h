@@ -262,9 +262,14 @@ void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 // In-place softmax over x[0, n).
 void softmax(float* x, int64_t n);
 
-// The k-th largest of x[0, n) (1 <= k <= n; NaN counts as -inf): a top-k's threshold. On the
-// calling thread only.
-float kth_largest(const float* x, int64_t n, int64_t k);
+// The k-th largest of x[0, n) (1 <= k <= n; NaN counts as -inf), a top-k's threshold, and how
+// many values exceed it (so a top-k takes k - greater of those equal to it). On the calling
+// thread only.
+struct KthLargest {
+  float value;
+  int64_t greater;
+};
+KthLargest kth_largest(const float* x, int64_t n, int64_t k);
 
 // The top-p nucleus of weights w[0, n) (each > 0): the smallest set of the heaviest weights
 // (equal ones taken in index order) whose sum reaches `target` holds every weight above

@@ -428,8 +428,10 @@ TEST(KthLargest, MatchesReference) {
           }()
                    : std::vector<int64_t>{1, 2, 50, 2048, n / 2, n - 1, n};
       for (int64_t k : ks) {
-        const float expected = ref::kth_largest(x.data(), n, k);
-        EXPECT_EQ(kth_largest(x.data(), n, k), expected) << "n=" << n << " k=" << k;
+        const KthLargest expected = ref::kth_largest(x.data(), n, k);
+        const KthLargest actual = kth_largest(x.data(), n, k);
+        EXPECT_EQ(actual.value, expected.value) << "n=" << n << " k=" << k;
+        EXPECT_EQ(actual.greater, expected.greater) << "n=" << n << " k=" << k;
       }
     }
   }

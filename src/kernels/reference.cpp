@@ -50,11 +50,12 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
-float kth_largest(const float* x, int64_t n, int64_t k) {
+KthLargest kth_largest(const float* x, int64_t n, int64_t k) {
   std::vector<float> values(x, x + n);
   for (float& v : values) v = std::isnan(v) ? -INFINITY : v;
   std::nth_element(values.begin(), values.begin() + (k - 1), values.end(), std::greater<>());
-  return values[static_cast<size_t>(k - 1)];
+  const float kth = values[static_cast<size_t>(k - 1)];
+  return {kth, std::count_if(values.begin(), values.end(), [&](float v) { return v > kth; })};
 }
 
 NucleusBar nucleus_bar(const float* w, int64_t n, double target) {

@@ -11,7 +11,7 @@ void matmul_batch(std::span<const MatmulJob> jobs);
 void rms_norm(const float* x, const float* gamma, int64_t rows, int64_t dim, float eps, float* y);
 void silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);
 void softmax(float* x, int64_t n);
-float kth_largest(const float* x, int64_t n, int64_t k);
+KthLargest kth_largest(const float* x, int64_t n, int64_t k);
 NucleusBar nucleus_bar(const float* w, int64_t n, double target);
 int64_t first_argmax(const float* x, int64_t n);
 void temperature_weights(const float* logits, int64_t n, float max_logit, float temperature,

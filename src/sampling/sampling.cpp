@@ -41,9 +41,9 @@ void fill_weights(std::span<const float> logits, float temperature, int top_k,
   float bar = 0.0f;        // the k-th weight: heavier ones are kept...
   int64_t equal_kept = 0;  // ...and this many of those equal to it, first in token order
   if (top_k > 0 && top_k < n) {
-    bar = kernels::kth_largest(weights.data(), n, top_k);
-    equal_kept =
-        top_k - std::count_if(weights.begin(), weights.end(), [&](float w) { return w > bar; });
+    const kernels::KthLargest kth = kernels::kth_largest(weights.data(), n, top_k);
+    bar = kth.value;
+    equal_kept = top_k - kth.greater;
   }
   out.clear();
   for (int64_t i = 0; i < n; ++i) {
