@@ -265,23 +265,35 @@ struct Ahead {
   int64_t rows = 0, cols = 0;
 };
 
-MLASERVE_AVX512 inline void prefetch_ahead(const Weight& w, const Ahead& ahead, int64_t n,
-                                           int64_t n_end, int64_t k0) {
-  if (n + ahead.rows >= n_end) return;
-  const int64_t row = n + ahead.rows, col = k0 + ahead.cols;
+// Where a block's rows fetch (Ahead at column k0): the offset of that column in a row's values
+// or codes, and its scale block; the same for every row, so worked out once per block.
+struct Fetch {
+  int64_t rows, offset, scale_block;
+};
+
+Fetch fetch_at(const Weight& w, const Ahead& ahead, int64_t k0) {
+  const int64_t col = k0 + ahead.cols;
+  if (!w.quantized()) return {ahead.rows, col, 0};
+  const BlockScales& s = w.scales();
+  return {ahead.rows, col * w.code_row_bytes() / w.cols(),
+          std::min((col + s.col_phase) / s.col_block, s.col_blocks - 1)};
+}
+
+MLASERVE_AVX512 inline void prefetch_ahead(const Weight& w, const Fetch& fetch, int64_t n,
+                                           int64_t n_end) {
+  if (n + fetch.rows >= n_end) return;
+  const int64_t row = n + fetch.rows;
   if (!w.quantized()) {
-    _mm_prefetch(static_cast<const void*>(w.b16() + row * w.cols() + col), _MM_HINT_T0);
+    _mm_prefetch(static_cast<const void*>(w.b16() + row * w.cols() + fetch.offset), _MM_HINT_T0);
     return;
   }
-  _mm_prefetch(static_cast<const void*>(w.codes() + row * w.code_row_bytes() +
-                                        col * w.code_row_bytes() / w.cols()),
+  _mm_prefetch(static_cast<const void*>(w.codes() + row * w.code_row_bytes() + fetch.offset),
                _MM_HINT_T0);
   // And the row's scale there: a 4-bit weight's scales (a float or an exponent per 32 columns
   // of each row) are as many streams as its codes.
   const BlockScales& s = w.scales();
-  const int64_t block = std::min((col + s.col_phase) / s.col_block, s.col_blocks - 1);
-  _mm_prefetch(s.by_exponent ? static_cast<const void*>(s.row_exponents(row) + block)
-                             : static_cast<const void*>(s.row_scales(row) + block),
+  _mm_prefetch(s.by_exponent ? static_cast<const void*>(s.row_exponents(row) + fetch.scale_block)
+                             : static_cast<const void*>(s.row_scales(row) + fetch.scale_block),
                _MM_HINT_T0);
 }
 
@@ -289,6 +301,7 @@ MLASERVE_AVX512 inline void prefetch_ahead(const Weight& w, const Ahead& ahead, 
 // column k0, bf16 rows widened or quantized rows dequantized to f32.
 MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, int64_t k0,
                                     const Ahead& ahead, float* block) {
+  const Fetch fetch = fetch_at(w, ahead, k0);
   const int64_t k = w.cols();
   const CodeTable table = code_table(w);
   const bool quantized = w.quantized();
@@ -297,7 +310,7 @@ MLASERVE_AVX512 void pack_f32_block(const Weight& w, int64_t n0, int64_t n_end, 
     __m512 v[16], unused;
     for (int r = 0; r < 16; ++r) {
       const int64_t n = n0 + group + r;
-      prefetch_ahead(w, ahead, n, n_end, k0);
+      prefetch_ahead(w, fetch, n, n_end);
       if (n >= n_end) {
         v[r] = _mm512_setzero_ps();
       } else if (quantized) {
@@ -358,6 +371,7 @@ MLASERVE_AVX512 inline __m512 row_scales16(const BlockScales& s, int64_t n, int6
 // dequantize_run's, bit for bit, at about a third of its instructions per value.
 MLASERVE_AVX512_VBMI_BF16 void pack_4bit_block(const Weight& w, int64_t n0, int64_t n_end,
                                                int64_t k0, const Ahead& ahead, float* block) {
+  const Fetch fetch = fetch_at(w, ahead, k0);
   const __m512 values = bf16_to_f32x16(_mm512_castsi512_si256(nibble_table(w.type()).values));
   const __m512i interleave = _mm512_load_si512(kInterleaveWords.data());
   const ColumnRun run = column_run(w, k0, 32);  // run.count is even: 4-bit rows have even length
@@ -366,7 +380,7 @@ MLASERVE_AVX512_VBMI_BF16 void pack_4bit_block(const Weight& w, int64_t n0, int6
     const int64_t n = n0 + group;
     __m512i rows[4] = {};
     for (int r = 0; r < 16; ++r) {
-      prefetch_ahead(w, ahead, n + r, n_end, k0);
+      prefetch_ahead(w, fetch, n + r, n_end);
       if (n + r >= n_end) continue;
       const __m128i codes =
           _mm_maskz_loadu_epi8(bytes, w.codes() + (n + r) * w.code_row_bytes() + k0 / 2);
@@ -399,13 +413,14 @@ MLASERVE_AVX512_BF16 void pack_bf16_block(const Weight& w, int64_t n0, int64_t n
     pack_4bit_block(w, n0, n_end, k0, ahead, block);
     return;
   }
+  const Fetch fetch = fetch_at(w, ahead, k0);
   const CodeTable table = code_table(w);
   const ColumnRun run = column_run(w, k0, 32);
   for (int64_t group = 0; group < kPackedRows; group += 16) {
     __m512 v[16];
     for (int r = 0; r < 16; ++r) {
       const int64_t n = n0 + group + r;
-      prefetch_ahead(w, ahead, n, n_end, k0);
+      prefetch_ahead(w, fetch, n, n_end);
       __m512 lo, hi;
       if (n < n_end) dequantize_run(w, table, run, n, lo, hi);
       v[r] = n < n_end ? _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo))
