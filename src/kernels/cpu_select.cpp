@@ -56,10 +56,18 @@ MLASERVE_AVX512 Split partition16(float* current, float* other, int64_t n, float
   return split;
 }
 
+// A thread's two rows for the partitions: n values each, 16 more for the full-vector stores.
+struct Rows {
+  float* current;
+  float* other;
+};
+Rows scratch_rows(int64_t n) {
+  thread_local std::vector<float> rows[2];
+  return {take(rows[0], n + 16), take(rows[1], n + 16)};
+}
+
 MLASERVE_AVX512 KthLargest kth_largest_avx512(const float* x, int64_t n, int64_t k) {
-  thread_local std::vector<float> buffers[2];
-  float* current = take(buffers[0], n + 16);
-  float* other = take(buffers[1], n + 16);
+  auto [current, other] = scratch_rows(n);
   const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 valid = first_lanes16(n - i);
@@ -91,9 +99,7 @@ MLASERVE_AVX512 KthLargest kth_largest_avx512(const float* x, int64_t n, int64_t
 // weights above the pivot; the nucleus then lies above the pivot, ends among the weights equal
 // to it, or takes all of those and goes on below.
 MLASERVE_AVX512 NucleusBar nucleus_bar_avx512(const float* w, int64_t n, double target) {
-  thread_local std::vector<float> buffers[2];
-  float* current = take(buffers[0], n + 16);
-  float* other = take(buffers[1], n + 16);
+  auto [current, other] = scratch_rows(n);
   std::copy(w, w + n, current);
   double kept = 0.0;  // the weights above every one in `current`, all in the nucleus
   while (n > 32) {
