@@ -88,7 +88,7 @@ class GrammarBuilder {
   std::unique_ptr<JsonRules> json_;
 };
 
-class VocabularyTrie;
+struct VocabularyTrie;
 
 // A tokenizer's vocabulary as byte strings indexed by token id, prepared for mask computation (a
 // byte trie). Built once per server. Excluded ids (special tokens hidden from the output text,

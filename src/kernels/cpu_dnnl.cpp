@@ -364,6 +364,22 @@ MLASERVE_AVX512 inline __m512 row_scales16(const BlockScales& s, int64_t n, int6
   return _mm512_load_ps(values);
 }
 
+// Four rows' 4-bit code bytes from column k0 (the masked bytes, zeros past n_end) as the four
+// 128-bit lanes of one vector, rows n..n+3 in lanes 0..3. The lane of an insert is an immediate,
+// so the four are spelled out.
+MLASERVE_AVX512 inline __m512i code_rows4(const Weight& w, const Fetch& fetch, int64_t n,
+                                          int64_t n_end, int64_t k0, __mmask16 bytes) {
+  __m128i lanes[4];
+  for (int r = 0; r < 4; ++r) {
+    prefetch_ahead(w, fetch, n + r, n_end);
+    lanes[r] = n + r < n_end
+                   ? _mm_maskz_loadu_epi8(bytes, w.codes() + (n + r) * w.code_row_bytes() + k0 / 2)
+                   : _mm_setzero_si128();
+  }
+  const __m512i low = _mm512_inserti32x4(_mm512_castsi128_si512(lanes[0]), lanes[1], 1);
+  return _mm512_inserti32x4(_mm512_inserti32x4(low, lanes[2], 2), lanes[3], 3);
+}
+
 // pack_bf16_block for 4-bit codes, without transposing floats: a byte of codes is already a
 // pair of columns, so 16 rows' 16 bytes are transposed as bytes (transpose_bytes16) and each
 // output word is decoded in place: its two nibbles looked up as floats (vpermps reads an index's
@@ -378,14 +394,8 @@ MLASERVE_AVX512_VBMI_BF16 void pack_4bit_block(const Weight& w, int64_t n0, int6
   const __mmask16 bytes = first_lanes16(run.count / 2);
   for (int64_t group = 0; group < kPackedRows; group += 16) {
     const int64_t n = n0 + group;
-    __m512i rows[4] = {};
-    for (int r = 0; r < 16; ++r) {
-      prefetch_ahead(w, fetch, n + r, n_end);
-      if (n + r >= n_end) continue;
-      const __m128i codes =
-          _mm_maskz_loadu_epi8(bytes, w.codes() + (n + r) * w.code_row_bytes() + k0 / 2);
-      rows[r / 4] = _mm512_inserti32x4(rows[r / 4], codes, r % 4);
-    }
+    __m512i rows[4];
+    for (int q = 0; q < 4; ++q) rows[q] = code_rows4(w, fetch, n + 4 * q, n_end, k0, bytes);
     alignas(64) __m512i pairs[4];  // read back 16 bytes at a time by vpmovzxbd
     transpose_bytes16(rows, pairs);
     const __m512 scale = row_scales16(w.scales(), n, n_end, run.block);
