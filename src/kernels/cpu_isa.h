@@ -14,6 +14,10 @@
 #define MLASERVE_AVX512_VBMI_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma")))
 
+// The AMX tile kernels (Sapphire Rapids and later): tile loads and bf16 tile products.
+#define MLASERVE_AMX \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16,fma")))
+
 namespace mlaserve::kernels {
 
 // True after use_reference_kernels(true) (ops.h): every fast path then declines.
@@ -51,5 +55,9 @@ inline bool cpu_has_avx512_vbmi_bf16() {
   static const bool has = __builtin_cpu_supports("avx512vbmi");
   return has && cpu_has_avx512_bf16();
 }
+
+// True when the MLASERVE_AMX kernels may run: the CPU has AMX-BF16 tiles, Linux granted this
+// process their state, and cpu_has_avx512_bf16() holds (hiding it hides the tiles too).
+bool cpu_has_amx_bf16();
 
 }  // namespace mlaserve::kernels

@@ -54,15 +54,24 @@ bool rounds_x(const Weight& w) {
 // layout per call either way (gemv_dequantized_rows), go there at any such m: packed once and
 // used from L2, they keep up with oneDNN on the bench model's 512-row GEMMs (363-428 against
 // 385-445 GFLOP/s in bf16, bench/RESULTS.md).
-bool quantized_block_gemv(int64_t m) {
+bool packed_layout_gemv(int64_t m) {
   return cpu_has_avx512_bf16() && !deterministic_kernels() &&
          (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
+}
+
+// Where a CPU has AMX tiles, a quantized weight's dequantized blocks are multiplied on them
+// (amx_packed_panel) wherever the GEMM is bf16: oneDNN's bf16 GEMM on the same tiles needs the
+// whole panel dequantized to memory first and took about twice the bf16 weight's time
+// (bench/RESULTS.md).
+bool quantized_block_gemv(int64_t m) {
+  return packed_layout_gemv(m) ||
+         (cpu_has_amx_bf16() && !deterministic_kernels() && gemm_path(m) == GemmPath::Bf16Dot);
 }
 
 // A bf16 weight's packed copy is oneDNN's own layout, packed once at load: the GEMV beats
 // oneDNN on it only up to kMaxPackedRows.
 bool packed_gemv_rows(int64_t m) {
-  return m <= kMaxPackedRows && quantized_block_gemv(m);
+  return m <= kMaxPackedRows && packed_layout_gemv(m);
 }
 
 // Whether a quantized weight's product runs in the GEMV pass on its blocks dequantized into the

@@ -72,6 +72,10 @@ void gemv_dequantized_rows(const GemvJob& job, const bf16* xb, int64_t k_padded,
 // (bf16, k_padded apart): y[i * ldy + r] for r < rows. Needs cpu_has_avx512_bf16().
 void gemv_packed_panel(const bf16* panel, int64_t k_padded, const bf16* xb, int64_t m, float* y,
                        int64_t ldy, int64_t rows);
+// The same product on AMX tiles: one 64-row block of the layout at a time (rows <= 64). Needs
+// cpu_has_amx_bf16().
+void amx_packed_panel(const bf16* block, int64_t k_padded, const bf16* xb, int64_t m, float* y,
+                      int64_t ldy, int64_t rows);
 
 // Rows [first, last) of an FP8/INT8 weight as values (code value × scale; rounded once to
 // bf16 in the bf16 form), w.cols() apart in out. The bf16 form needs cpu_has_avx512_bf16().
