@@ -63,9 +63,12 @@ bool packed_layout_gemv(int64_t m) {
 // (amx_packed_panel) wherever the GEMM is bf16: oneDNN's bf16 GEMM on the same tiles needs the
 // whole panel dequantized to memory first and took about twice the bf16 weight's time
 // (bench/RESULTS.md).
+bool amx_block_gemm(int64_t m) {
+  return cpu_has_amx_bf16() && !deterministic_kernels() && gemm_path(m) == GemmPath::Bf16Dot;
+}
+
 bool quantized_block_gemv(int64_t m) {
-  return packed_layout_gemv(m) ||
-         (cpu_has_amx_bf16() && !deterministic_kernels() && gemm_path(m) == GemmPath::Bf16Dot);
+  return packed_layout_gemv(m) || amx_block_gemm(m);
 }
 
 // A bf16 weight's packed copy is oneDNN's own layout, packed once at load: the GEMV beats
@@ -76,9 +79,12 @@ bool packed_gemv_rows(int64_t m) {
 
 // Whether a quantized weight's product runs in the GEMV pass on its blocks dequantized into the
 // packed layout (more rows of x than its own GEMV tiles serve).
+// On AMX tiles from kMaxGemvRows on: there the quantized GEMV, compute-bound on vdpbf16ps (on
+// Intel at half the f32 FMA rate), took 3-4x the dequantized blocks' time at m = 32.
 bool dequantized_blocks(const MatmulJob& job) {
   const Weight& w = *job.w;
-  return w.quantized() && rounds_x(w) && job.m > kMaxGemvRowsUnpacked && w.cols() > 0 &&
+  const int64_t max_gemv_rows = amx_block_gemm(job.m) ? kMaxGemvRows : kMaxGemvRowsUnpacked;
+  return w.quantized() && rounds_x(w) && job.m > max_gemv_rows && w.cols() > 0 &&
          quantized_block_gemv(job.m);
 }
 
