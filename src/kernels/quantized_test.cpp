@@ -231,6 +231,13 @@ constexpr double kPanelBf16Tolerance = 1e-2;
   if (!cpu_has_avx512_bf16())      \
   GTEST_SKIP() << "this CPU lacks AVX512_BF16: the fast path would be the reference itself"
 
+// The most rows of x that a quantized product with bf16 activations takes on its own GEMV
+// (exact products); from the next on it multiplies blocks dequantized to bf16: on AMX tiles from
+// 17 rows, else from 33.
+int64_t most_gemv_rows() {
+  return cpu_has_amx_bf16() ? 16 : 32;
+}
+
 TEST(Quantized, MatmulMatchesReference) {
   SKIP_WITHOUT_AVX512_BF16();
   for (WeightType activations : {WeightType::BF16, WeightType::F32}) {
@@ -243,21 +250,21 @@ TEST(Quantized, MatmulMatchesReference) {
       std::vector<float> actual(static_cast<size_t>(c.m * c.n), NAN), expected(actual.size());
       matmul(x.data(), c.m, w, actual.data());
       ref::matmul(x.data(), c.m, w, expected.data());
-      const bool panel_bf16 = activations == WeightType::BF16 && c.m > 32;
+      const bool panel_bf16 = activations == WeightType::BF16 && c.m > most_gemv_rows();
       EXPECT_LE(relative_error(actual, expected),
                 panel_bf16 ? kPanelBf16Tolerance : kGemvTolerance);
     }
   }
 }
 
-// Where quantized blocks are dequantized to bf16 for the GEMM (bf16 activations, m > 32), the
-// product is x times each weight rounded to bf16 once: against the reference on those rounded
-// weights only the order of the sums differs, so any value packed wrong (a scale, a column pair,
-// a row) shows far beyond the tolerance.
+// Where quantized blocks are dequantized to bf16 for the GEMM (bf16 activations, m past
+// most_gemv_rows()), the product is x times each weight rounded to bf16 once: against the
+// reference on those rounded weights only the order of the sums differs, so any value packed
+// wrong (a scale, a column pair, a row) shows far beyond the tolerance.
 TEST(Quantized, DequantizedBlocksHoldEachWeightRoundedOnce) {
   SKIP_WITHOUT_AVX512_BF16();
   for (const QuantizedCase& c : kCases) {
-    if (c.m <= 32) continue;
+    if (c.m <= most_gemv_rows()) continue;
     SCOPED_TRACE(testing::Message() << weight_type_name(c.type) << " m=" << c.m << " n=" << c.n
                                     << " k=" << c.k << " phase=" << c.col_phase);
     const Weight w = random_quantized(c, WeightType::BF16, 5);
