@@ -572,13 +572,8 @@ void gemv_dequantized_rows(const GemvJob& job, const bf16* xb, int64_t k_padded,
                                            : Ahead{kPackedRows, (later - k_blocks - kb) * cols};
       pack_bf16_block(w, n0, w.rows(), kb * cols, ahead, block + kb * kPackedRows * kPackedWords);
     }
-    const auto* packed = reinterpret_cast<const bf16*>(block);
-    const int64_t rows = std::min(kPackedRows, last - n0);
-    if (cpu_has_amx_bf16()) {
-      amx_packed_panel(packed, k_padded, xb, job.m, job.y + n0, job.n, rows);
-    } else {
-      gemv_packed_panel(packed, k_padded, xb, job.m, job.y + n0, job.n, rows);
-    }
+    gemv_packed_panel(reinterpret_cast<const bf16*>(block), k_padded, xb, job.m, job.y + n0, job.n,
+                      std::min(kPackedRows, last - n0));
   }
 }
 

@@ -262,8 +262,10 @@ void run_rows_all_x(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_
 // without blocking, every weight tile would re-read all of x from L3. Each output is still one
 // tile's full-K sum: the blocking changes no result.
 void run_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first, int64_t last) {
-  // A dequantized job's blocks are made once for every x row: no blocking of x.
-  if (job.dequantized != nullptr) return run_rows_all_x(job, xb, k_padded, first, last);
+  // A dequantized job's blocks are made once for every x row, and AMX tiles take all of x in
+  // passes over K of their own: no blocking of x (blocks of x re-read the weight once each).
+  if (job.dequantized != nullptr || (job.packed != nullptr && packed_rows_on_amx(job.m)))
+    return run_rows_all_x(job, xb, k_padded, first, last);
   const int64_t x_row_bytes = rounds_x(job) ? k_padded * 2 : job.k * 4;
   const int64_t block = std::max<int64_t>(kTileM, kXBlockBytes / x_row_bytes / kTileM * kTileM);
   for (int64_t i = 0; i < job.m; i += block) {

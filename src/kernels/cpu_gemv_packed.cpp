@@ -16,6 +16,9 @@ namespace {
 
 constexpr int64_t kPanelRows = 64;  // weight rows per panel: the packed layout's block
 constexpr int kGroupRows = 6;       // x rows per pass: 6 × 4 accumulators + 4 weight vectors
+// Most rows of x a panel multiplies by vdpbf16ps where the CPU has AMX tiles: an A tile takes
+// 16 rows at once, so with fewer most of each tile product would be padding.
+constexpr int64_t kMaxVdpRows = 16;
 
 // y[i * ldy + c] = x row i · weight row c of the panel, for i < kM and c < cols (<= 64). The
 // panel holds `pairs` column pairs (K padded to the layout's 32), 128 bf16 values each; x rows
@@ -83,18 +86,24 @@ int64_t packed_panel_rows() {
   return kPanelRows;
 }
 
+bool packed_rows_on_amx(int64_t m) {
+  return m > kMaxVdpRows && cpu_has_amx_bf16();
+}
+
 void gemv_packed_panel(const bf16* panel, int64_t k_padded, const bf16* xb, int64_t m, float* y,
                        int64_t ldy, int64_t rows) {
-  panel_product(panel, k_padded / 2, xb, m, k_padded, y, ldy, rows);
+  if (packed_rows_on_amx(m)) {
+    amx_packed_panel(panel, k_padded, xb, m, y, ldy, rows);
+  } else {
+    panel_product(panel, k_padded / 2, xb, m, k_padded, y, ldy, rows);
+  }
 }
 
 void gemv_packed_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                       int64_t last) {
-  const int64_t pairs = k_padded / 2;
   for (int64_t row = first; row < last; row += kPanelRows) {
-    const bf16* panel = job.packed + row * k_padded;
-    panel_product(panel, pairs, xb, job.m, k_padded, job.y + row, job.n,
-                  std::min(kPanelRows, job.n - row));
+    gemv_packed_panel(job.packed + row * k_padded, k_padded, xb, job.m, job.y + row, job.n,
+                      std::min(kPanelRows, job.n - row));
   }
 }
 

@@ -59,10 +59,12 @@ bool packed_layout_gemv(int64_t m) {
          (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
 }
 
-// Where a CPU has AMX tiles, a quantized weight's dequantized blocks are multiplied on them
-// (amx_packed_panel) wherever the GEMM is bf16: oneDNN's bf16 GEMM on the same tiles needs the
-// whole panel dequantized to memory first and took about twice the bf16 weight's time
-// (bench/RESULTS.md).
+// Where a CPU has AMX tiles, the packed layout's products past 16 rows run on them
+// (gemv_packed_panel -> amx_packed_panel) wherever the GEMM is bf16: a quantized weight's
+// dequantized blocks at every m (oneDNN's GEMM on the same tiles needed the whole panel
+// dequantized to memory first and took about twice the bf16 weight's time), a bf16 weight's
+// packed copy up to kMaxPackedRows (1.1-1.9x oneDNN's speed from 32 to 96 rows, level with it at
+// 512; bench/RESULTS.md).
 bool amx_block_gemm(int64_t m) {
   return cpu_has_amx_bf16() && !deterministic_kernels() && gemm_path(m) == GemmPath::Bf16Dot;
 }
@@ -71,10 +73,10 @@ bool quantized_block_gemv(int64_t m) {
   return packed_layout_gemv(m) || amx_block_gemm(m);
 }
 
-// A bf16 weight's packed copy is oneDNN's own layout, packed once at load: the GEMV beats
-// oneDNN on it only up to kMaxPackedRows.
+// A bf16 weight's packed copy is oneDNN's own layout, packed once at load: the GEMV (or the
+// tiles) beats oneDNN on it only up to kMaxPackedRows.
 bool packed_gemv_rows(int64_t m) {
-  return m <= kMaxPackedRows && packed_layout_gemv(m);
+  return m <= kMaxPackedRows && (packed_layout_gemv(m) || amx_block_gemm(m));
 }
 
 // Whether a quantized weight's product runs in the GEMV pass on its blocks dequantized into the

@@ -69,9 +69,12 @@ int64_t packed_panel_rows();
 void gemv_dequantized_rows(const GemvJob& job, const bf16* xb, int64_t k_padded, int64_t first,
                            int64_t last);
 // One panel of that layout (up to 64 weight rows, K padded to k_padded) against m rows of x
-// (bf16, k_padded apart): y[i * ldy + r] for r < rows. Needs cpu_has_avx512_bf16().
+// (bf16, k_padded apart): y[i * ldy + r] for r < rows, on AMX tiles where packed_rows_on_amx(m).
+// Needs cpu_has_avx512_bf16().
 void gemv_packed_panel(const bf16* panel, int64_t k_padded, const bf16* xb, int64_t m, float* y,
                        int64_t ldy, int64_t rows);
+// Whether gemv_packed_panel multiplies m rows of x on AMX tiles (amx_packed_panel).
+bool packed_rows_on_amx(int64_t m);
 // The same product on AMX tiles: one 64-row block of the layout at a time (rows <= 64). Needs
 // cpu_has_amx_bf16().
 void amx_packed_panel(const bf16* block, int64_t k_padded, const bf16* xb, int64_t m, float* y,
