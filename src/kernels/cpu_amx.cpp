@@ -1,6 +1,7 @@
-// The packed bf16 layout's product on AMX tiles (Intel Sapphire Rapids and later): the
-// quantized GEMM's blocks, dequantized per call into that layout, multiplied where the
-// AVX-512 BF16 dot product would run at a tenth of the tiles' rate.
+// The packed bf16 layout's product on AMX tiles (Intel Sapphire Rapids and later): a quantized
+// weight's blocks, dequantized per call into that layout, and a bf16 weight's packed copy,
+// multiplied where the AVX-512 BF16 dot product would run at about a seventh of the tiles' rate
+// (107 against ~780 GFLOP/s per core on a 2-vCPU Xeon) and without oneDNN's per-call costs.
 //
 // A 64-row block of the layout is [K / 32] chunks of 16 word-rows (pairs of columns) by 64
 // output rows, each word two bf16 values of one weight row: exactly four AMX B tiles side by
