@@ -16,9 +16,10 @@ namespace {
 
 constexpr int64_t kPanelRows = 64;  // weight rows per panel: the packed layout's block
 constexpr int kGroupRows = 6;       // x rows per pass: 6 × 4 accumulators + 4 weight vectors
-// Most rows of x a panel multiplies by vdpbf16ps where the CPU has AMX tiles: an A tile takes
-// 16 rows at once, so with fewer most of each tile product would be padding.
-constexpr int64_t kMaxVdpRows = 16;
+// Most rows of x a panel multiplies by vdpbf16ps where the CPU has AMX tiles. Past 8 rows the
+// vdpbf16ps kernels are compute-bound there (half the f32 FMA rate on Intel) while the tiles,
+// even half-filled (an A tile takes 16 rows), still stream the weight at memory speed.
+constexpr int64_t kMaxVdpRows = 8;
 
 // y[i * ldy + c] = x row i · weight row c of the panel, for i < kM and c < cols (<= 64). The
 // panel holds `pairs` column pairs (K padded to the layout's 32), 128 bf16 values each; x rows

@@ -81,13 +81,14 @@ bool packed_gemv_rows(int64_t m) {
 
 // Whether a quantized weight's product runs in the GEMV pass on its blocks dequantized into the
 // packed layout (more rows of x than its own GEMV tiles serve).
-// On AMX tiles from kMaxGemvRows on: there the quantized GEMV, compute-bound on vdpbf16ps (on
-// Intel at half the f32 FMA rate), took 3-4x the dequantized blocks' time at m = 32.
+// On AMX tiles wherever the packed layout's products go there (packed_rows_on_amx: from 9 rows):
+// the quantized GEMV, compute-bound on vdpbf16ps (on Intel at half the f32 FMA rate), took 3-4x
+// the dequantized blocks' time at m = 32 and 1.7x at m = 16.
 bool dequantized_blocks(const MatmulJob& job) {
   const Weight& w = *job.w;
-  const int64_t max_gemv_rows = amx_block_gemm(job.m) ? kMaxGemvRows : kMaxGemvRowsUnpacked;
-  return w.quantized() && rounds_x(w) && job.m > max_gemv_rows && w.cols() > 0 &&
-         quantized_block_gemv(job.m);
+  const bool on_tiles = amx_block_gemm(job.m) && packed_rows_on_amx(job.m);
+  return w.quantized() && rounds_x(w) && w.cols() > 0 &&
+         (on_tiles || (job.m > kMaxGemvRowsUnpacked && quantized_block_gemv(job.m)));
 }
 
 // The packed copy a job runs on in the GEMV pass, or null: bf16 weights with a copy in the

@@ -233,9 +233,9 @@ constexpr double kPanelBf16Tolerance = 1e-2;
 
 // The most rows of x that a quantized product with bf16 activations takes on its own GEMV
 // (exact products); from the next on it multiplies blocks dequantized to bf16: on AMX tiles from
-// 17 rows, else from 33.
+// 9 rows, else from 33.
 int64_t most_gemv_rows() {
-  return cpu_has_amx_bf16() ? 16 : 32;
+  return cpu_has_amx_bf16() ? 8 : 32;
 }
 
 TEST(Quantized, MatmulMatchesReference) {
