@@ -59,7 +59,7 @@ bool packed_layout_gemv(int64_t m) {
          (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
 }
 
-// Where a CPU has AMX tiles, the packed layout's products past 16 rows run on them
+// Where a CPU has AMX tiles, the packed layout's products past 8 rows run on them
 // (gemv_packed_panel -> amx_packed_panel) wherever the GEMM is bf16: a quantized weight's
 // dequantized blocks at every m (oneDNN's GEMM on the same tiles needed the whole panel
 // dequantized to memory first and took about twice the bf16 weight's time), a bf16 weight's
