@@ -35,10 +35,12 @@ bool amx_bf16_present() {
          syscall(SYS_arch_prctl, kArchRequestXcompPermission, kXfeatureTileData) == 0;
 }
 
-constexpr int64_t kBlockRows = 64;      // weight rows of a packed block: four B tiles
-constexpr int64_t kBlockCols = 32;      // columns of K per packed chunk: one tile's K
-constexpr int64_t kChunkValues = 2048;  // bf16 values of one 64 x 32 chunk
-constexpr int kStripRows = 16;          // rows of x per A (and C) tile
+constexpr int64_t kBlockRows = 64;  // weight rows of a packed block: four B tiles
+constexpr int64_t kBlockCols = 32;  // columns of K per packed chunk: one tile's K
+constexpr int64_t kChunkValues = kBlockRows * kBlockCols;  // bf16 values of one chunk
+// Bytes of a word-row of a chunk (64 words), which is also a row of the float32 partial sums.
+constexpr int64_t kRowBytes = kBlockRows * 4;
+constexpr int kStripRows = 16;  // rows of x per A (and C) tile
 // 32-column chunks of K multiplied by every strip of x before the next: their B tiles
 // (8 x 4 KB) stay in L1 while all of x's rows pass them.
 constexpr int64_t kChunksPerPass = 8;
@@ -67,34 +69,33 @@ MLASERVE_AMX void configure_tiles(int x_rows) {
 // `first`: acc starts from zero instead.
 MLASERVE_AMX void strip_product(const bf16* x, int64_t x_row_bytes, const bf16* chunks,
                                 int64_t count, float* acc, bool first) {
-  constexpr int64_t kAccBytes = kBlockRows * 4;
   if (first) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
   } else {
-    _tile_loadd(0, acc, kAccBytes);
-    _tile_loadd(1, acc + 16, kAccBytes);
-    _tile_loadd(2, acc + 32, kAccBytes);
-    _tile_loadd(3, acc + 48, kAccBytes);
+    _tile_loadd(0, acc, kRowBytes);
+    _tile_loadd(1, acc + 16, kRowBytes);
+    _tile_loadd(2, acc + 32, kRowBytes);
+    _tile_loadd(3, acc + 48, kRowBytes);
   }
   for (int64_t c = 0; c < count; ++c) {
-    const bf16* w = chunks + c * kChunkValues;  // 16 word-rows of 64 words: 256 bytes apart
+    const bf16* w = chunks + c * kChunkValues;  // 16 word-rows; B tile j: words [16j, 16j + 16)
     _tile_loadd(4, x + c * kBlockCols, x_row_bytes);
-    _tile_loadd(5, w, 256);
+    _tile_loadd(5, w, kRowBytes);
     _tile_dpbf16ps(0, 4, 5);
-    _tile_loadd(6, w + 32, 256);
+    _tile_loadd(6, w + 32, kRowBytes);
     _tile_dpbf16ps(1, 4, 6);
-    _tile_loadd(5, w + 64, 256);
+    _tile_loadd(5, w + 64, kRowBytes);
     _tile_dpbf16ps(2, 4, 5);
-    _tile_loadd(6, w + 96, 256);
+    _tile_loadd(6, w + 96, kRowBytes);
     _tile_dpbf16ps(3, 4, 6);
   }
-  _tile_stored(0, acc, kAccBytes);
-  _tile_stored(1, acc + 16, kAccBytes);
-  _tile_stored(2, acc + 32, kAccBytes);
-  _tile_stored(3, acc + 48, kAccBytes);
+  _tile_stored(0, acc, kRowBytes);
+  _tile_stored(1, acc + 16, kRowBytes);
+  _tile_stored(2, acc + 32, kRowBytes);
+  _tile_stored(3, acc + 48, kRowBytes);
 }
 
 // Strips [first, last) of x (x_rows rows each, the tiles configured for them) times all of the

@@ -54,7 +54,7 @@ bool rounds_x(const Weight& w) {
 // layout per call either way (gemv_dequantized_rows), go there at any such m: packed once and
 // used from L2, they keep up with oneDNN on the bench model's 512-row GEMMs (363-428 against
 // 385-445 GFLOP/s in bf16, bench/RESULTS.md).
-bool packed_layout_gemv(int64_t m) {
+bool vdp_packed_gemv(int64_t m) {
   return cpu_has_avx512_bf16() && !deterministic_kernels() &&
          (m <= kMaxGemvRows || (gemm_path(m) == GemmPath::Bf16Dot && !dnnl_has_amx()));
 }
@@ -69,14 +69,16 @@ bool amx_block_gemm(int64_t m) {
   return cpu_has_amx_bf16() && !deterministic_kernels() && gemm_path(m) == GemmPath::Bf16Dot;
 }
 
-bool quantized_block_gemv(int64_t m) {
-  return packed_layout_gemv(m) || amx_block_gemm(m);
+// Whether m rows of x multiply the packed bf16 layout in our own kernels (vdpbf16ps or tiles)
+// rather than in oneDNN.
+bool packed_layout_gemv(int64_t m) {
+  return vdp_packed_gemv(m) || amx_block_gemm(m);
 }
 
 // A bf16 weight's packed copy is oneDNN's own layout, packed once at load: the GEMV (or the
 // tiles) beats oneDNN on it only up to kMaxPackedRows.
 bool packed_gemv_rows(int64_t m) {
-  return m <= kMaxPackedRows && (packed_layout_gemv(m) || amx_block_gemm(m));
+  return m <= kMaxPackedRows && packed_layout_gemv(m);
 }
 
 // Whether a quantized weight's product runs in the GEMV pass on its blocks dequantized into the
@@ -88,7 +90,7 @@ bool dequantized_blocks(const MatmulJob& job) {
   const Weight& w = *job.w;
   const bool on_tiles = amx_block_gemm(job.m) && packed_rows_on_amx(job.m);
   return w.quantized() && rounds_x(w) && w.cols() > 0 &&
-         (on_tiles || (job.m > kMaxGemvRowsUnpacked && quantized_block_gemv(job.m)));
+         (on_tiles || (job.m > kMaxGemvRowsUnpacked && packed_layout_gemv(job.m)));
 }
 
 // The packed copy a job runs on in the GEMV pass, or null: bf16 weights with a copy in the
